@@ -1,0 +1,16 @@
+#pragma once
+/// One function per subcommand, each defined in its own file; each registers its options and a
+/// callback that stores the process exit code.
+
+#include <CLI/CLI.hpp>
+
+#include "cli/inputs.h"
+
+namespace parallax::cli {
+
+void add_simulate_command(CLI::App& app, int* exit_code);
+void add_validate_command(CLI::App& app, int* exit_code);
+void add_models_command(CLI::App& app, int* exit_code);
+void add_profiles_command(CLI::App& app, int* exit_code);
+
+}  // namespace parallax::cli

@@ -1,0 +1,47 @@
+#pragma once
+/// What every subcommand shares: reading files, resolving a model and a hardware profile by
+/// name or path, the layout flags of `parallax simulate`, and atomic output files.
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "core/json_io.h"
+#include "core/parallel_plan.h"
+
+namespace parallax::cli {
+
+/// Exit codes: 0 ok, 1 the answer is negative (e.g. does not fit), 2 bad input.
+inline constexpr int kExitBadInput = 2;
+
+Result<std::string> read_file(const std::string& path);
+/// Writes via a temporary file and rename, so readers never see a partial file.
+Result<bool> write_file_atomic(const std::string& path, const std::string& text);
+
+/// Built-in profiles plus every *.json in `extra_dir` (which override by name).
+Result<std::vector<HwProfile>> load_profiles(const std::string& extra_dir);
+
+/// A zoo name, a model JSON in our format, or a Hugging Face config.json.
+Result<ModelSpec> resolve_model(const std::string& name_or_path, const std::string& where);
+
+/// Flags shared by simulate (and later plan): unset values stay at their sentinel.
+struct LayoutFlags {
+  std::string model, cluster, scenario, recompute, schedule, precision, profiles_dir;
+  int gpus = 0, tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, etp = 0, vpp = 0, mbs = 0, zero = -1;
+  int64_t gbs = 0, seq = 0;
+  int sp = -1, fsdp = -1, overlap_tp = -1, overlap_grad = -1, overlap_param = -1;
+};
+void add_layout_flags(CLI::App* cmd, LayoutFlags* f);
+
+struct ResolvedRun {
+  ModelSpec model;
+  Cluster cluster;
+  ParallelPlan plan;
+};
+/// defaults <- scenario file <- flags; derives dp from gpus when dp is not given.
+Result<ResolvedRun> resolve_run(const LayoutFlags& f);
+
+/// Prints diagnostics to stderr, one per line, prefixed "error: ".
+int report_errors(const Diagnostics& d);
+
+}  // namespace parallax::cli

@@ -1,0 +1,13 @@
+#pragma once
+/// The hardware profiles shipped in hw_profiles/, compiled into the library.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace parallax {
+
+/// (file stem, JSON text) for each hw_profiles/*.json, sorted by name.
+const std::vector<std::pair<std::string, std::string>>& builtin_profile_texts();
+
+}  // namespace parallax

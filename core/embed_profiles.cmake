@@ -1,0 +1,11 @@
+# Writes OUT: a C++ file defining builtin_profile_texts() from every DIR/*.json.
+file(GLOB files ${DIR}/*.json)
+list(SORT files)
+set(body "")
+foreach(f ${files})
+  get_filename_component(name ${f} NAME_WE)
+  file(READ ${f} text)
+  string(APPEND body "    {\"${name}\", R\"PXJSON(${text})PXJSON\"},\n")
+endforeach()
+file(WRITE ${OUT}.tmp "// Generated from hw_profiles/*.json; do not edit.\n#include \"core/builtin_profiles.h\"\n\nnamespace parallax {\n\nconst std::vector<std::pair<std::string, std::string>>& builtin_profile_texts() {\n  static const std::vector<std::pair<std::string, std::string>> texts = {\n${body}  };\n  return texts;\n}\n\n}  // namespace parallax\n")
+file(RENAME ${OUT}.tmp ${OUT})

@@ -1,0 +1,88 @@
+#pragma once
+/// HwProfile: what one accelerator part and its node deliver. Every number comes from a profile
+/// file (hw_profiles/*.json) with its source; nothing about hardware is hard-coded elsewhere.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace parallax {
+
+enum class Precision { kBf16, kFp8 };
+
+/// Collective operations the cost model and the calibration tables know.
+enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
+
+/// Which fabric a group's traffic crosses.
+enum class LinkClass { kScaleUp, kScaleOut };  ///< NVLink/NVSwitch domain, or NICs between domains
+
+/// A measured GEMM throughput for one shape (filled by `parallax calibrate`).
+struct GemmSample {
+  int64_t m = 0, n = 0, k = 0;
+  Precision precision = Precision::kBf16;
+  double tflops = 0;
+};
+
+/// A measured bus bandwidth (nccl-tests convention) for one collective, group and message size.
+struct CollectiveSample {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  LinkClass link = LinkClass::kScaleUp;
+  int group_size = 0;
+  double bytes = 0;
+  double busbw_gbps = 0;
+};
+
+struct HwProfile {
+  std::string name;         ///< e.g. "h100-sxm-80gb"
+  std::string description;  ///< human-readable part name
+  bool measured = false;    ///< written by `parallax calibrate`
+
+  // Compute.
+  double bf16_tflops = 0;   ///< dense tensor-core peak
+  double fp8_tflops = 0;    ///< dense; 0 when the part has no fp8
+  int sm_count = 0;         ///< streaming multiprocessors (or AI cores) for wave quantization
+  int gemm_tile_m = 128;    ///< typical output tile of the vendor GEMM library
+  int gemm_tile_n = 128;
+  double gemm_efficiency = 0;      ///< achieved/peak on large, aligned GEMMs (library benchmarks)
+  double fp8_gemm_efficiency = 0;  ///< same for fp8
+  double attention_fwd_efficiency = 0;  ///< fused (flash) attention forward, achieved/peak
+  double attention_bwd_efficiency = 0;  ///< fused attention backward
+  double kernel_overhead_us = 0;        ///< per-kernel launch and tail overhead
+
+  // Memory.
+  double hbm_gib = 0;
+  double hbm_bw_gbps = 0;          ///< GB/s
+  double hbm_efficiency = 0;       ///< achieved/peak for streaming kernels
+  double reserved_gib = 0;         ///< runtime context, allocator fragmentation
+
+  // Interconnect. Bandwidths are unidirectional per GPU in GB/s.
+  int gpus_per_node = 0;
+  int scale_up_domain = 0;         ///< GPUs sharing one NVLink/NVSwitch domain (8, or 72 for NVL72)
+  double scale_up_bw_gbps = 0;
+  double scale_up_efficiency = 0;  ///< achieved bus bandwidth / nominal for large messages
+  double scale_up_latency_us = 0;
+  double scale_out_bw_gbps = 0;    ///< NIC bandwidth per GPU
+  double scale_out_efficiency = 0;
+  double scale_out_latency_us = 0;
+
+  /// Field name -> where its number comes from (datasheet, paper, measurement).
+  std::map<std::string, std::string> sources;
+
+  // Measured tables (optional).
+  std::vector<GemmSample> gemm_samples;
+  std::vector<CollectiveSample> collective_samples;
+
+  double peak_tflops(Precision p) const { return p == Precision::kFp8 && fp8_tflops > 0 ? fp8_tflops : bf16_tflops; }
+};
+
+/// Checks a profile for missing or impossible numbers; `where` prefixes diagnostics.
+Diagnostics validate_profile(const HwProfile& p, const std::string& where);
+
+const char* to_string(Precision p);
+const char* to_string(CollectiveOp op);
+const char* to_string(LinkClass l);
+
+}  // namespace parallax

@@ -1,0 +1,378 @@
+#include "core/json_io.h"
+
+#include <algorithm>
+
+#include "core/builtin_profiles.h"
+#include "core/names.h"
+
+namespace parallax {
+
+Result<Json> parse_json(const std::string& text, const std::string& where) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    // Recover line and column from the byte offset.
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    }
+    std::string what = e.what();
+    auto pos = what.find("syntax error");
+    return Diagnostic{where + ":" + std::to_string(line) + ":" + std::to_string(col),
+                      "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)), ""};
+  }
+}
+
+JsonFields::JsonFields(const Json& obj, std::string where, Diagnostics* out)
+    : obj_(obj), where_(std::move(where)), out_(out) {
+  if (!obj_.is_object()) out_->push_back({where_, std::string("expected an object, got ") + obj_.type_name(), ""});
+}
+
+bool JsonFields::has(const char* key) const {
+  return obj_.is_object() && obj_.contains(key) && !obj_.at(key).is_null();
+}
+
+const Json* JsonFields::object(const char* key) const {
+  return has(key) ? &obj_.at(key) : nullptr;
+}
+
+const Json* JsonFields::value(const char* key, bool required) {
+  if (!obj_.is_object()) return nullptr;
+  if (!has(key)) {
+    if (required) out_->push_back({path(key), "missing", ""});
+    return nullptr;
+  }
+  const Json* v = &obj_.at(key);
+  if (v->is_object() && v->contains("value")) {  // {"value": x, "source": "..."}
+    if (v->contains("source") && v->at("source").is_string()) sources_[key] = v->at("source").get<std::string>();
+    v = &v->at("value");
+  }
+  return v;
+}
+
+int64_t JsonFields::integer(const char* key, std::optional<int64_t> fallback) {
+  const Json* v = value(key, !fallback.has_value());
+  if (!v) return fallback.value_or(0);
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))
+    return static_cast<int64_t>(v->get<double>());
+  out_->push_back({path(key), std::string("expected an integer, got ") + v->dump(), ""});
+  return fallback.value_or(0);
+}
+
+double JsonFields::number(const char* key, std::optional<double> fallback) {
+  const Json* v = value(key, !fallback.has_value());
+  if (!v) return fallback.value_or(0);
+  if (v->is_number()) return v->get<double>();
+  out_->push_back({path(key), std::string("expected a number, got ") + v->dump(), ""});
+  return fallback.value_or(0);
+}
+
+bool JsonFields::boolean(const char* key, std::optional<bool> fallback) {
+  const Json* v = value(key, !fallback.has_value());
+  if (!v) return fallback.value_or(false);
+  if (v->is_boolean()) return v->get<bool>();
+  out_->push_back({path(key), std::string("expected true or false, got ") + v->dump(), ""});
+  return fallback.value_or(false);
+}
+
+std::string JsonFields::string(const char* key, std::optional<std::string> fallback) {
+  const Json* v = value(key, !fallback.has_value());
+  if (!v) return fallback.value_or("");
+  if (v->is_string()) return v->get<std::string>();
+  out_->push_back({path(key), std::string("expected a string, got ") + v->dump(), ""});
+  return fallback.value_or("");
+}
+
+std::optional<Recompute> parse_recompute(const std::string& s) {
+  if (s == "none") return Recompute::kNone;
+  if (s == "selective") return Recompute::kSelective;
+  if (s == "full") return Recompute::kFull;
+  return std::nullopt;
+}
+
+std::optional<ScheduleKind> parse_schedule(const std::string& s) {
+  if (s == "1f1b") return ScheduleKind::k1F1B;
+  if (s == "interleaved" || s == "interleaved-1f1b") return ScheduleKind::kInterleaved1F1B;
+  if (s == "zb-h1" || s == "zero-bubble") return ScheduleKind::kZeroBubbleH1;
+  return std::nullopt;
+}
+
+std::optional<Precision> parse_precision(const std::string& s) {
+  if (s == "bf16" || s == "fp16") return Precision::kBf16;  // same tensor-core rate
+  if (s == "fp8") return Precision::kFp8;
+  return std::nullopt;
+}
+
+std::optional<FfnAct> parse_ffn_act(const std::string& s) {
+  if (s == "gelu") return FfnAct::kGelu;
+  if (s == "swiglu" || s == "silu") return FfnAct::kSwiglu;
+  return std::nullopt;
+}
+
+Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
+  Diagnostics d;
+  JsonFields f(j, where, &d);
+  ModelSpec m;
+  m.name = f.string("name", "custom");
+  m.layers = static_cast<int>(f.integer("layers"));
+  m.hidden = f.integer("hidden");
+  m.heads = static_cast<int>(f.integer("heads"));
+  const bool mla = f.has("mla");
+  m.kv_heads = static_cast<int>(f.integer("kv_heads", m.heads));
+  const int64_t default_hd = m.heads > 0 ? m.hidden / m.heads : 0;
+  m.head_dim = static_cast<int>(f.integer("head_dim", default_hd));
+  m.vocab = f.integer("vocab");
+  m.tied_embeddings = f.boolean("tied_embeddings", false);
+  const std::string act = f.string("ffn_act", "swiglu");
+  if (auto a = parse_ffn_act(act)) m.ffn_act = *a;
+  else d.push_back({f.path("ffn_act"), "unknown activation '" + act + "'", "valid: gelu, swiglu"});
+  if (const Json* moe = f.object("moe")) {
+    JsonFields e(*moe, where + "/moe", &d);
+    MoeSpec s;
+    s.experts = static_cast<int>(e.integer("experts"));
+    s.top_k = static_cast<int>(e.integer("top_k"));
+    s.shared_experts = static_cast<int>(e.integer("shared_experts", 0));
+    s.expert_ffn_hidden = e.integer("expert_ffn_hidden");
+    s.dense_layers = static_cast<int>(e.integer("dense_layers", 0));
+    m.moe = s;
+  }
+  m.ffn_hidden = f.integer("ffn_hidden", m.moe ? std::optional<int64_t>(m.moe->expert_ffn_hidden) : std::nullopt);
+  if (mla) {
+    JsonFields a(*f.object("mla"), where + "/mla", &d);
+    MlaSpec s;
+    s.q_lora_rank = static_cast<int>(a.integer("q_lora_rank", 0));
+    s.kv_lora_rank = static_cast<int>(a.integer("kv_lora_rank"));
+    s.qk_nope_head_dim = static_cast<int>(a.integer("qk_nope_head_dim"));
+    s.qk_rope_head_dim = static_cast<int>(a.integer("qk_rope_head_dim"));
+    s.v_head_dim = static_cast<int>(a.integer("v_head_dim"));
+    m.mla = s;
+    m.head_dim = s.qk_nope_head_dim + s.qk_rope_head_dim;
+    m.kv_heads = m.heads;
+  }
+  if (!d.empty()) return d;
+  auto v = validate_model(m, where);
+  if (!v.empty()) return v;
+  return m;
+}
+
+Json to_json(const ModelSpec& m) {
+  Json j = {{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
+            {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn_hidden", m.ffn_hidden},
+            {"ffn_act", m.ffn_act == FfnAct::kGelu ? "gelu" : "swiglu"}, {"vocab", m.vocab},
+            {"tied_embeddings", m.tied_embeddings}, {"moe", nullptr}, {"mla", nullptr}};
+  if (m.moe) j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->top_k},
+                         {"shared_experts", m.moe->shared_experts},
+                         {"expert_ffn_hidden", m.moe->expert_ffn_hidden},
+                         {"dense_layers", m.moe->dense_layers}};
+  if (m.mla) j["mla"] = {{"q_lora_rank", m.mla->q_lora_rank}, {"kv_lora_rank", m.mla->kv_lora_rank},
+                         {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
+                         {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
+                         {"v_head_dim", m.mla->v_head_dim}};
+  return j;
+}
+
+namespace {
+
+// The numeric fields of a profile, in file order, with their members.
+struct NumField { const char* key; double HwProfile::*member; bool required; };
+struct IntField { const char* key; int HwProfile::*member; bool required; };
+
+constexpr NumField kNumFields[] = {
+    {"bf16_tflops", &HwProfile::bf16_tflops, true},
+    {"fp8_tflops", &HwProfile::fp8_tflops, false},
+    {"gemm_efficiency", &HwProfile::gemm_efficiency, true},
+    {"fp8_gemm_efficiency", &HwProfile::fp8_gemm_efficiency, false},
+    {"attention_fwd_efficiency", &HwProfile::attention_fwd_efficiency, true},
+    {"attention_bwd_efficiency", &HwProfile::attention_bwd_efficiency, true},
+    {"kernel_overhead_us", &HwProfile::kernel_overhead_us, false},
+    {"hbm_gib", &HwProfile::hbm_gib, true},
+    {"hbm_bw_gbps", &HwProfile::hbm_bw_gbps, true},
+    {"hbm_efficiency", &HwProfile::hbm_efficiency, true},
+    {"reserved_gib", &HwProfile::reserved_gib, false},
+    {"scale_up_bw_gbps", &HwProfile::scale_up_bw_gbps, true},
+    {"scale_up_efficiency", &HwProfile::scale_up_efficiency, true},
+    {"scale_up_latency_us", &HwProfile::scale_up_latency_us, false},
+    {"scale_out_bw_gbps", &HwProfile::scale_out_bw_gbps, true},
+    {"scale_out_efficiency", &HwProfile::scale_out_efficiency, true},
+    {"scale_out_latency_us", &HwProfile::scale_out_latency_us, false},
+};
+constexpr IntField kIntFields[] = {
+    {"sm_count", &HwProfile::sm_count, true},
+    {"gemm_tile_m", &HwProfile::gemm_tile_m, false},
+    {"gemm_tile_n", &HwProfile::gemm_tile_n, false},
+    {"gpus_per_node", &HwProfile::gpus_per_node, true},
+    {"scale_up_domain", &HwProfile::scale_up_domain, true},
+};
+
+std::optional<CollectiveOp> parse_collective(const std::string& s) {
+  for (auto op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
+                  CollectiveOp::kAllToAll, CollectiveOp::kSendRecv})
+    if (s == to_string(op)) return op;
+  return std::nullopt;
+}
+
+void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnostics* d) {
+  JsonFields f(t, where, d);
+  if (const Json* g = f.object("gemm")) {
+    for (size_t i = 0; i < g->size(); ++i) {
+      JsonFields s((*g)[i], where + "/gemm/" + std::to_string(i), d);
+      GemmSample x{s.integer("m"), s.integer("n"), s.integer("k"), Precision::kBf16, s.number("tflops")};
+      auto prec = parse_precision(s.string("precision", "bf16"));
+      if (prec) x.precision = *prec;
+      p->gemm_samples.push_back(x);
+    }
+  }
+  if (const Json* c = f.object("collectives")) {
+    for (size_t i = 0; i < c->size(); ++i) {
+      const std::string w = where + "/collectives/" + std::to_string(i);
+      JsonFields s((*c)[i], w, d);
+      CollectiveSample x;
+      const std::string op = s.string("op");
+      if (auto o = parse_collective(op)) x.op = *o;
+      else d->push_back({w + "/op", "unknown collective '" + op + "'", "valid: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv"});
+      x.link = s.string("link", "scale_up") == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
+      x.group_size = static_cast<int>(s.integer("group_size"));
+      x.bytes = s.number("bytes");
+      x.busbw_gbps = s.number("busbw_gbps");
+      p->collective_samples.push_back(x);
+    }
+  }
+}
+
+}  // namespace
+
+Result<HwProfile> profile_from_json(const Json& j, const std::string& where) {
+  Diagnostics d;
+  JsonFields f(j, where, &d);
+  HwProfile p;
+  p.name = f.string("name");
+  p.description = f.string("description", "");
+  p.measured = f.boolean("measured", false);
+  for (const auto& nf : kNumFields) p.*(nf.member) = f.number(nf.key, nf.required ? std::nullopt : std::optional<double>(p.*(nf.member)));
+  for (const auto& inf : kIntFields)
+    p.*(inf.member) = static_cast<int>(f.integer(inf.key, inf.required ? std::nullopt : std::optional<int64_t>(p.*(inf.member))));
+  if (const Json* t = f.object("measured_tables")) read_tables(*t, where + "/measured_tables", &p, &d);
+  p.sources = f.sources();
+  if (!d.empty()) return d;
+  auto v = validate_profile(p, where);
+  if (!v.empty()) return v;
+  return p;
+}
+
+Json to_json(const HwProfile& p) {
+  Json j = {{"name", p.name}, {"description", p.description}, {"measured", p.measured}};
+  auto put = [&](const char* key, double v) {
+    auto it = p.sources.find(key);
+    j[key] = {{"value", v}, {"source", it == p.sources.end() ? "unspecified" : it->second}};
+  };
+  for (const auto& nf : kNumFields) put(nf.key, p.*(nf.member));
+  for (const auto& inf : kIntFields) put(inf.key, p.*(inf.member));
+  if (!p.gemm_samples.empty() || !p.collective_samples.empty()) {
+    Json g = Json::array(), c = Json::array();
+    for (const auto& s : p.gemm_samples)
+      g.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"precision", to_string(s.precision)}, {"tflops", s.tflops}});
+    for (const auto& s : p.collective_samples)
+      c.push_back({{"op", to_string(s.op)}, {"link", to_string(s.link)}, {"group_size", s.group_size},
+                   {"bytes", s.bytes}, {"busbw_gbps", s.busbw_gbps}});
+    j["measured_tables"] = {{"gemm", g}, {"collectives", c}};
+  }
+  return j;
+}
+
+Result<std::vector<HwProfile>> builtin_profiles() {
+  std::vector<HwProfile> out;
+  Diagnostics d;
+  for (const auto& [stem, text] : builtin_profile_texts()) {
+    const std::string where = "hw_profiles/" + stem + ".json";
+    auto j = parse_json(text, where);
+    if (!j) { d.insert(d.end(), j.errors().begin(), j.errors().end()); continue; }
+    auto p = profile_from_json(*j, where);
+    if (!p) { d.insert(d.end(), p.errors().begin(), p.errors().end()); continue; }
+    out.push_back(std::move(p).value());
+  }
+  if (!d.empty()) return d;
+  return out;
+}
+
+Result<HwProfile> find_profile(const std::vector<HwProfile>& profiles, const std::string& name,
+                               const std::string& where) {
+  std::vector<std::string> names;
+  for (const auto& p : profiles) {
+    if (p.name == name) return p;
+    names.push_back(p.name);
+  }
+  return Diagnostic{where, "unknown hardware profile '" + name + "'", unknown_name_hint(name, names)};
+}
+
+Result<Scenario> scenario_from_json(const Json& j, const std::string& where, ParallelPlan defaults) {
+  Diagnostics d;
+  JsonFields f(j, where, &d);
+  Scenario s;
+  s.plan = defaults;
+  ParallelPlan& p = s.plan;
+  if (f.has("model")) {
+    const Json& m = *f.object("model");
+    if (m.is_string()) s.model_name = m.get<std::string>();
+    else if (auto r = model_from_json(m, where + "/model")) s.model = r.value();
+    else d.insert(d.end(), r.errors().begin(), r.errors().end());
+  }
+  if (const Json* c = f.object("cluster")) {
+    JsonFields cf(*c, where + "/cluster", &d);
+    if (cf.has("gpu")) s.gpu = cf.string("gpu");
+    if (cf.has("num_gpus")) s.num_gpus = static_cast<int>(cf.integer("num_gpus"));
+  }
+  if (const Json* par = f.object("parallel")) {
+    JsonFields pf(*par, where + "/parallel", &d);
+    auto deg = [&](const char* k, int* v) { *v = static_cast<int>(pf.integer(k, *v)); };
+    deg("tp", &p.tp); deg("pp", &p.pp); deg("cp", &p.cp); deg("ep", &p.ep); deg("etp", &p.etp); deg("vpp", &p.vpp);
+    if (pf.has("dp")) { p.dp = static_cast<int>(pf.integer("dp")); s.dp_given = true; }
+    p.sequence_parallel = pf.boolean("sequence_parallel", p.sequence_parallel);
+    p.fsdp = pf.boolean("fsdp", p.fsdp);
+    p.zero_stage = static_cast<int>(pf.integer("zero", p.zero_stage));
+    if (pf.boolean("distributed_optimizer", false)) p.zero_stage = std::max(p.zero_stage, 1);
+    if (pf.has("schedule")) {
+      const std::string sch = pf.string("schedule");
+      if (auto k = parse_schedule(sch)) p.schedule = *k;
+      else d.push_back({pf.path("schedule"), "unknown schedule '" + sch + "'", "valid: 1f1b, interleaved, zb-h1"});
+    }
+  }
+  if (const Json* b = f.object("batch")) {
+    JsonFields bf(*b, where + "/batch", &d);
+    p.micro_batch = static_cast<int>(bf.integer("micro_batch", p.micro_batch));
+    p.global_batch = bf.integer("global_batch", p.global_batch);
+  }
+  p.seq_len = f.integer("seq_len", p.seq_len);
+  if (f.has("recompute")) {
+    const std::string r = f.string("recompute");
+    if (auto k = parse_recompute(r)) p.recompute = *k;
+    else d.push_back({f.path("recompute"), "unknown recompute mode '" + r + "'", "valid: none, selective, full"});
+  }
+  if (f.has("precision")) {
+    const std::string r = f.string("precision");
+    if (auto k = parse_precision(r)) p.precision = *k;
+    else d.push_back({f.path("precision"), "unknown precision '" + r + "'", "valid: bf16, fp8"});
+  }
+  if (const Json* o = f.object("overlap")) {
+    JsonFields of(*o, where + "/overlap", &d);
+    p.overlap_grad_reduce = of.boolean("grad_reduce", p.overlap_grad_reduce);
+    p.overlap_param_gather = of.boolean("param_gather", p.overlap_param_gather);
+    p.overlap_tp_comm = of.boolean("tp_comm", p.overlap_tp_comm);
+  }
+  if (!d.empty()) return d;
+  return s;
+}
+
+Json plan_to_json(const ParallelPlan& p) {
+  return {{"parallel", {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep},
+                        {"etp", p.etp}, {"vpp", p.vpp}, {"sequence_parallel", p.sequence_parallel},
+                        {"zero", p.zero_stage}, {"fsdp", p.fsdp}, {"schedule", to_string(p.schedule)}}},
+          {"batch", {{"micro_batch", p.micro_batch}, {"global_batch", p.global_batch}}},
+          {"seq_len", p.seq_len},
+          {"recompute", to_string(p.recompute)},
+          {"precision", to_string(p.precision)},
+          {"overlap", {{"grad_reduce", p.overlap_grad_reduce}, {"param_gather", p.overlap_param_gather},
+                       {"tp_comm", p.overlap_tp_comm}}}};
+}
+
+}  // namespace parallax

@@ -1,0 +1,111 @@
+#include "core/measured_run.h"
+
+namespace parallax {
+namespace {
+
+std::optional<int> opt_int(JsonFields& f, const char* key) {
+  if (!f.has(key)) return std::nullopt;
+  return static_cast<int>(f.integer(key));
+}
+std::optional<bool> opt_bool(JsonFields& f, const char* key) {
+  if (!f.has(key)) return std::nullopt;
+  return f.boolean(key);
+}
+std::optional<double> opt_num(JsonFields& f, const char* key) {
+  if (!f.has(key)) return std::nullopt;
+  return f.number(key);
+}
+
+}  // namespace
+
+Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where) {
+  Diagnostics d;
+  JsonFields f(j, where, &d);
+  MeasuredRun r;
+  r.id = f.string("id");
+  r.source = f.string("source", "");
+  if (const Json* m = f.object("model")) {
+    auto mr = model_from_json(*m, where + "/model");
+    if (mr) r.model = mr.value();
+    else d.insert(d.end(), mr.errors().begin(), mr.errors().end());
+  } else {
+    d.push_back({f.path("model"), "missing", ""});
+  }
+  r.seq_len = f.integer("seq_len");
+  if (const Json* c = f.object("cluster")) {
+    JsonFields cf(*c, where + "/cluster", &d);
+    r.gpu = cf.string("gpu");
+    r.num_gpus = static_cast<int>(cf.integer("num_gpus"));
+  } else {
+    d.push_back({f.path("cluster"), "missing", ""});
+  }
+  if (const Json* p = f.object("parallel")) {
+    JsonFields pf(*p, where + "/parallel", &d);
+    r.tp = static_cast<int>(pf.integer("tp", 1));
+    r.pp = static_cast<int>(pf.integer("pp", 1));
+    r.cp = static_cast<int>(pf.integer("cp", 1));
+    r.ep = static_cast<int>(pf.integer("ep", 1));
+    r.etp = static_cast<int>(pf.integer("etp", 1));
+    r.dp = static_cast<int>(pf.integer("dp", 0));
+    r.vpp = opt_int(pf, "vpp");
+    r.sequence_parallel = opt_bool(pf, "sequence_parallel");
+    r.fsdp = opt_bool(pf, "fsdp");
+    r.distributed_optimizer = opt_bool(pf, "distributed_optimizer");
+  }
+  if (const Json* b = f.object("batch")) {
+    JsonFields bf(*b, where + "/batch", &d);
+    r.micro_batch = opt_int(bf, "micro_batch");
+    r.global_batch = bf.integer("global_batch");
+  } else {
+    d.push_back({f.path("batch"), "missing", ""});
+  }
+  if (f.has("recompute")) {
+    const std::string rc = f.string("recompute");
+    if (auto k = parse_recompute(rc)) r.recompute = *k;
+    else d.push_back({f.path("recompute"), "unknown recompute mode '" + rc + "'", "valid: none, selective, full, null"});
+  }
+  const std::string prec = f.string("precision", "bf16");
+  if (auto k = parse_precision(prec)) r.precision = *k;
+  else d.push_back({f.path("precision"), "unknown precision '" + prec + "'", "valid: bf16, fp16, fp8"});
+  if (const Json* m = f.object("measured")) {
+    JsonFields mf(*m, where + "/measured", &d);
+    r.tflops_per_gpu = opt_num(mf, "tflops_per_gpu");
+    r.mfu = opt_num(mf, "mfu");
+    r.tokens_per_s_per_gpu = opt_num(mf, "tokens_per_s_per_gpu");
+    r.step_time_s = opt_num(mf, "step_time_s");
+    r.flops_basis = mf.string("flops_basis", "model") == "hardware" ? FlopsBasis::kHardware : FlopsBasis::kModel;
+    if (mf.has("attention_flops"))
+      r.attention_flops = mf.string("attention_flops") == "causal" ? AttentionCounting::kCausal : AttentionCounting::kFull;
+    if (!r.tflops_per_gpu && !r.mfu && !r.tokens_per_s_per_gpu && !r.step_time_s)
+      d.push_back({where + "/measured", "no measurement", "give step_time_s, tokens_per_s_per_gpu, tflops_per_gpu or mfu"});
+    for (auto [key, v] : {std::pair{"tflops_per_gpu", r.tflops_per_gpu}, {"mfu", r.mfu}, {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu}, {"step_time_s", r.step_time_s}})
+      if (v && !(*v > 0)) d.push_back({mf.path(key), std::string(key) + " must be positive, got " + std::to_string(*v), ""});
+  } else {
+    d.push_back({f.path("measured"), "missing", ""});
+  }
+  if (!d.empty()) return d;
+  return r;
+}
+
+ParallelPlan to_plan(const MeasuredRun& r) {
+  ParallelPlan p;
+  p.tp = r.tp;
+  p.pp = r.pp;
+  p.cp = r.cp;
+  p.ep = r.ep;
+  p.etp = r.etp;
+  p.dp = r.dp > 0 ? r.dp : (r.tp * r.pp * r.cp > 0 ? r.num_gpus / (r.tp * r.pp * r.cp) : 0);
+  p.vpp = r.vpp.value_or(1);
+  p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved1F1B : ScheduleKind::k1F1B;
+  p.micro_batch = r.micro_batch.value_or(1);
+  p.global_batch = r.global_batch;
+  p.seq_len = r.seq_len;
+  p.sequence_parallel = r.sequence_parallel.value_or(r.tp > 1);
+  p.recompute = r.recompute.value_or(Recompute::kNone);
+  p.fsdp = r.fsdp.value_or(false);
+  p.zero_stage = r.distributed_optimizer.value_or(false) ? 1 : 0;
+  p.precision = r.precision;
+  return p;
+}
+
+}  // namespace parallax

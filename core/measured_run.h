@@ -1,0 +1,48 @@
+#pragma once
+/// Measured-run records (../shared/validation/SCHEMA.md): a published training run, its layout
+/// and what it measured. `to_plan` fills unknown fields by one documented rule (FILL_RULE) that
+/// never looks at the measurement.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json_io.h"
+
+namespace parallax {
+
+enum class FlopsBasis { kModel, kHardware };
+enum class AttentionCounting { kFull, kCausal };
+
+struct MeasuredRun {
+  std::string id, source;
+  ModelSpec model;
+  int64_t seq_len = 0;
+  std::string gpu;
+  int num_gpus = 0;
+  // Layout as recorded; nullopt = the source does not say.
+  int tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 1;
+  std::optional<int> vpp, micro_batch;
+  std::optional<bool> sequence_parallel, fsdp, distributed_optimizer;
+  int64_t global_batch = 0;
+  std::optional<Recompute> recompute;
+  Precision precision = Precision::kBf16;
+  // Measurements (any may be absent).
+  std::optional<double> tflops_per_gpu, mfu, tokens_per_s_per_gpu, step_time_s;
+  FlopsBasis flops_basis = FlopsBasis::kModel;
+  std::optional<AttentionCounting> attention_flops;
+};
+
+/// The rule for unknown fields, printed by `parallax validate`.
+inline constexpr const char* kFillRule =
+    "unknown fields: micro_batch=1; vpp=1 (1F1B); recompute=none; sequence_parallel=(tp>1); "
+    "distributed_optimizer=false; fsdp=false; attention FLOPs counted 'full' when the record does "
+    "not say; overlap of gradient reduction and parameter gathering on, TP overlap off";
+
+/// Parses one record; `where` is e.g. "runs.jsonl:12".
+Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where);
+
+/// The plan the simulator runs for a record, unknown fields filled by kFillRule.
+ParallelPlan to_plan(const MeasuredRun& r);
+
+}  // namespace parallax

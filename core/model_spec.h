@@ -1,0 +1,79 @@
+#pragma once
+/// ModelSpec: the architecture of a decoder-only transformer, dense or MoE, MHA/GQA or MLA.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/result.h"
+
+namespace parallax {
+
+enum class FfnAct { kGelu, kSwiglu };  ///< gelu: 2 matrices (up, down); swiglu: 3 (gate, up, down)
+
+/// Mixture-of-experts feed-forward. Layers [0, dense_layers) are dense; the rest are MoE.
+struct MoeSpec {
+  int experts = 0;
+  int top_k = 0;
+  int shared_experts = 0;          ///< each of width expert_ffn_hidden (DeepSeek/Qwen style)
+  int64_t expert_ffn_hidden = 0;   ///< per expert MLP width
+  int dense_layers = 0;            ///< leading dense layers (DeepSeek-V3: 3)
+};
+
+/// Multi-head latent attention (DeepSeek-V2/V3).
+struct MlaSpec {
+  int q_lora_rank = 0;  ///< 0 means no query compression (q projected directly)
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+};
+
+struct ModelSpec {
+  std::string name;
+  int layers = 0;
+  int64_t hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;         ///< may differ from hidden/heads (Qwen3); for MLA the qk head dim
+  int64_t ffn_hidden = 0;   ///< dense MLP width
+  FfnAct ffn_act = FfnAct::kSwiglu;
+  int64_t vocab = 0;
+  bool tied_embeddings = false;
+  std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;
+
+  bool is_moe_layer(int layer) const { return moe && layer >= moe->dense_layers; }
+  int num_moe_layers() const { return moe ? layers - moe->dense_layers : 0; }
+};
+
+/// Parameter counts, by part. Norm weights are counted; biases are not (modern decoders have
+/// none; for GPT-3-style models they are <0.1%).
+struct ParamCount {
+  double embedding = 0;      ///< input embedding (V*h)
+  double output = 0;         ///< output projection (0 when tied)
+  double attention = 0;      ///< all layers
+  double dense_mlp = 0;      ///< all dense layers
+  double experts = 0;        ///< routed experts, all MoE layers
+  double shared_experts = 0; ///< all MoE layers
+  double router = 0;
+  double norms = 0;
+
+  double total() const {
+    return embedding + output + attention + dense_mlp + experts + shared_experts + router + norms;
+  }
+  /// Parameters touched per token: routed experts scaled by top_k/experts.
+  double active(const ModelSpec& m) const;
+};
+
+ParamCount count_params(const ModelSpec& m);
+
+/// Attention parameters of one layer (MHA/GQA or MLA).
+double attention_params_per_layer(const ModelSpec& m);
+/// MLP parameters of one expert or dense MLP of the given width.
+double mlp_params(const ModelSpec& m, int64_t ffn_width);
+
+/// Checks internal consistency; `where` prefixes diagnostics (e.g. "llama.json:/model").
+Diagnostics validate_model(const ModelSpec& m, const std::string& where);
+
+}  // namespace parallax

@@ -1,0 +1,49 @@
+#pragma once
+/// RankMap: the one place that maps a global rank to its (dp, pp, cp, tp, ep) coordinates and its
+/// process groups, and tells how a group sits on the topology (which members share a scale-up
+/// domain). Megatron-LM's order: tp fastest, then cp, then dp, then pp; expert groups fold over
+/// the dp x cp x tp ranks of one stage with etp fastest, then ep.
+
+#include <vector>
+
+#include "core/parallel_plan.h"
+
+namespace parallax {
+
+enum class GroupKind { kTp, kCp, kDp, kPp, kEp, kEtp, kExpertDp, kDpCp };
+
+struct RankCoords {
+  int tp = 0, cp = 0, dp = 0, pp = 0;
+  int etp = 0, ep = 0, edp = 0;  ///< expert tensor, expert, and expert-data coordinates
+};
+
+/// Where a group's members sit: `size` members, `per_domain` of them in each scale-up domain it
+/// touches, across `domains` domains (size == per_domain * domains).
+struct GroupShape {
+  int size = 1;
+  int per_domain = 1;
+  int domains = 1;
+  bool crosses_domains() const { return domains > 1; }
+};
+
+class RankMap {
+ public:
+  RankMap(const ParallelPlan& plan, int scale_up_domain);
+
+  int world_size() const { return world_; }
+  RankCoords coords(int rank) const;
+  int rank_of(int tp, int cp, int dp, int pp) const;
+  /// Members of `rank`'s group of the given kind, in ascending rank order.
+  std::vector<int> group(GroupKind kind, int rank) const;
+  /// Topology of the group of `rank` (all groups of a kind have the same shape in this layout).
+  GroupShape shape(GroupKind kind, int rank = 0) const;
+  int group_size(GroupKind kind) const;
+
+ private:
+  int stride(GroupKind kind) const;
+  ParallelPlan plan_;
+  int domain_;
+  int world_;
+};
+
+}  // namespace parallax

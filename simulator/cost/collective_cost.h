@@ -1,0 +1,44 @@
+#pragma once
+/// Collective communication costs: the ONE function that prices a collective on a group laid
+/// over the topology. The simulator and (later) the planner's bounds both call it.
+
+#include "core/hw_profile.h"
+#include "core/rank_map.h"
+
+namespace parallax {
+
+struct CollectiveTime {
+  double time_s = 0;
+  double bus_bytes = 0;   ///< bytes each rank moves over its busiest link class
+  bool crosses_domains = false;
+};
+
+class CollectiveCost {
+ public:
+  explicit CollectiveCost(const HwProfile& hw) : hw_(hw) {}
+
+  /// Time of `op` on a group of shape `g`. `bytes` follows the nccl-tests convention: the full
+  /// buffer per rank (the all-reduce input, the all-gather output, the reduce-scatter input,
+  /// the all-to-all send buffer, the point-to-point message).
+  ///
+  /// Inside one scale-up domain (ring, n ranks, bandwidth B, latency a):
+  ///   all-reduce      t = 2(n-1) a + 2 (n-1)/n * S / B
+  ///   all-gather/RS   t = (n-1) a + (n-1)/n * S / B
+  ///   all-to-all      t = (n-1) a + (n-1)/n * S / B
+  /// Across domains (k members per domain, D domains, each GPU with its own NIC of bandwidth N):
+  /// hierarchical (NCCL tree / NVLS-tree): reduce-scatter inside the domain, the collective on
+  /// S/k across domains over the NICs, all-gather inside; latency of the inter-domain part is the
+  /// smaller of a ring's (D-1) steps and a tree's 2 log2(D). All-to-all crosses the NICs with the
+  /// (n-k)/n share of its data.
+  CollectiveTime time(CollectiveOp op, double bytes, const GroupShape& g) const;
+
+  /// Bandwidth (GB/s) achieved by `op` within one link class, from the measured table when the
+  /// profile has one for a similar group and size, else nominal times efficiency.
+  double achieved_bw_gbps(CollectiveOp op, LinkClass link, int group_size, double bytes) const;
+
+ private:
+  double flat(CollectiveOp op, double bytes, int n, LinkClass link) const;
+  const HwProfile& hw_;
+};
+
+}  // namespace parallax

@@ -1,0 +1,56 @@
+#pragma once
+/// Compute costs: the ONLY home of the formulas for GEMM, fused attention and memory-bound
+/// kernel times. Measured tables in the profile take precedence over the analytical model.
+
+#include <cstdint>
+
+#include "core/hw_profile.h"
+
+namespace parallax {
+
+/// A (batched) GEMM C[m,n] = A[m,k] B[k,n], `batch` independent problems of that shape.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;
+  double flops() const { return 2.0 * m * n * k * batch; }
+};
+
+/// Where a cost came from, for reports ("measured table" or "analytical").
+enum class CostSource { kAnalytical, kMeasured };
+
+struct KernelTime {
+  double time_s = 0;
+  double flops = 0;
+  double bytes = 0;
+  CostSource source = CostSource::kAnalytical;
+};
+
+class ComputeCost {
+ public:
+  explicit ComputeCost(const HwProfile& hw) : hw_(hw) {}
+
+  /// GEMM time. Roofline with tile and wave quantization:
+  ///   t = max(2mnk / (peak * eff * u_tile * u_wave), bytes / (bw * eff_mem)) + overhead,
+  ///   u_tile = mn / (ceil(m/tm) tm ceil(n/tn) tn),  u_wave = T / (ceil(T/SMs) SMs),
+  ///   T = ceil(m/tm) ceil(n/tn) tiles per problem times `batch`. The better of the two tile
+  ///   orientations is taken, as library heuristics do (NVIDIA, "Matrix Multiplication
+  ///   Background User's Guide", 2023). fp8 GEMMs add the memory-bound casts of their bf16
+  ///   inputs (read bf16, write fp8, plus an amax pass: 5 bytes per element of A and B).
+  KernelTime gemm(const GemmShape& s, Precision p) const;
+
+  /// Fused (flash) attention; never materialises the s x s matrix.
+  ///   fwd flops = 2 b h_q s_q s_kv (d_qk + d_v) * f_causal, f_causal = 1/2 when masked;
+  ///   bwd flops = 2.5 x fwd (recomputes S and P, five GEMM-like products; Dao 2023).
+  /// Always in bf16 (fp8 recipes keep attention in bf16).
+  KernelTime attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
+                       bool causal, bool backward) const;
+
+  /// A memory-bound kernel moving `bytes` through HBM.
+  KernelTime memory_bound(double bytes, double flops = 0) const;
+
+ private:
+  double gemm_efficiency(const GemmShape& s, Precision p, CostSource* src) const;
+  const HwProfile& hw_;
+};
+
+}  // namespace parallax

@@ -1,0 +1,35 @@
+#include "simulator/cost/memory_cost.h"
+
+#include <algorithm>
+
+#include "core/units.h"
+
+namespace parallax {
+
+MemoryBreakdown parameter_memory(const ParallelPlan& p, double dense_params, double expert_params,
+                                 int expert_dp, double largest_layer_params) {
+  MemoryBreakdown m;
+  const double dense_shard = static_cast<double>(p.dp) * p.cp;
+  const double edp = std::max(1, expert_dp);
+  auto sharded = [&](double bytes_per_param, bool shard) {
+    return bytes_per_param * (shard ? dense_params / dense_shard + expert_params / edp : dense_params + expert_params);
+  };
+  if (p.fsdp) {
+    m.weights_bytes = sharded(4, true);
+    m.grads_bytes = sharded(4, true);
+    m.optimizer_bytes = sharded(8, true);
+    m.buffers_bytes = 2 * 2 * largest_layer_params;
+  } else {
+    m.weights_bytes = sharded(2, p.zero_stage >= 3);
+    m.grads_bytes = sharded(4, p.zero_stage >= 2);
+    m.optimizer_bytes = sharded(12, p.zero_stage >= 1);
+    if (p.zero_stage >= 3) m.buffers_bytes = 2 * 2 * largest_layer_params;
+  }
+  return m;
+}
+
+double optimizer_step_time_s(const HwProfile& hw, double params_in_shard) {
+  return 34.0 * params_in_shard / (hw.hbm_bw_gbps * kGB * hw.hbm_efficiency);
+}
+
+}  // namespace parallax

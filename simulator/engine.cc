@@ -1,0 +1,268 @@
+#include "simulator/engine.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/rank_map.h"
+
+namespace parallax {
+
+const char* to_string(StreamKind s) {
+  switch (s) {
+    case StreamKind::kCompute: return "compute";
+    case StreamKind::kPipeline: return "pipeline";
+    case StreamKind::kDataParallel: return "data-parallel";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr double kUnset = -1;
+
+/// The simulated entities: representative stages, or every rank of the world.
+struct Entities {
+  int count = 0;
+  std::vector<int> stage;                 ///< pipeline rank of each entity
+  std::vector<int> prev, next;            ///< entity of the previous / next pipeline rank
+  std::vector<std::vector<int>> dp_group; ///< entities whose gradient syncs run together
+};
+
+Entities make_entities(const ParallelPlan& p, bool full, int domain) {
+  Entities e;
+  if (!full) {
+    e.count = p.pp;
+    for (int r = 0; r < p.pp; ++r) {
+      e.stage.push_back(r);
+      e.prev.push_back((r + p.pp - 1) % p.pp);
+      e.next.push_back((r + 1) % p.pp);
+      e.dp_group.push_back({r});
+    }
+    return e;
+  }
+  RankMap map(p, domain);
+  e.count = map.world_size();
+  for (int r = 0; r < e.count; ++r) {
+    const RankCoords c = map.coords(r);
+    e.stage.push_back(c.pp);
+    e.prev.push_back(map.rank_of(c.tp, c.cp, c.dp, (c.pp + p.pp - 1) % p.pp));
+    e.next.push_back(map.rank_of(c.tp, c.cp, c.dp, (c.pp + 1) % p.pp));
+    e.dp_group.push_back(map.group(GroupKind::kDpCp, r));
+  }
+  return e;
+}
+
+class Replay {
+ public:
+  Replay(const EngineSetup& s, const std::vector<std::vector<PipelineOp>>& sched)
+      : s_(s), sched_(sched), ent_(make_entities(s.plan, s.full_ranks, s.scale_up_domain)) {
+    const int vstages = s.plan.pp * s.plan.vpp;
+    const int64_t m = s.plan.num_microbatches();
+    for (auto* f : {&fin_f_, &fin_b_, &fin_w_}) f->assign(ent_.count, std::vector<double>(vstages * m, kUnset));
+    arrive_f_ = fin_f_;
+    arrive_b_ = fin_b_;
+    compute_free_.assign(ent_.count, 0);
+    p2p_free_.assign(ent_.count, 0);
+    cursor_.assign(ent_.count, 0);
+    act_.assign(ent_.count, 0);
+    res_.ranks.resize(ent_.count);
+    res_.stage_of_rank = ent_.stage;
+    last_bwd_.assign(ent_.count, std::vector<std::pair<double, double>>(s.plan.vpp, {0, 0}));
+  }
+
+  EngineResult run() {
+    replay_pipeline();
+    finish_step();
+    return std::move(res_);
+  }
+
+ private:
+  int idx(int vs, int mb) const { return vs * static_cast<int>(s_.plan.num_microbatches()) + mb; }
+
+  const PassCost& pass_cost(const StageCost& st, PassKind k) const {
+    switch (k) {
+      case PassKind::kForward: return st.forward;
+      case PassKind::kBackward: return st.backward;
+      case PassKind::kBackwardInput: return st.backward_input;
+      case PassKind::kBackwardWeight: return st.backward_weight;
+    }
+    return st.forward;
+  }
+
+  /// Earliest start of op on entity e from its data dependencies, or kUnset if not yet known.
+  double ready_time(int e, const PipelineOp& op, int vs) const {
+    const int vstages = s_.plan.pp * s_.plan.vpp;
+    switch (op.kind) {
+      case PassKind::kForward:
+        return vs == 0 ? 0.0 : arrive_f_[e][idx(vs, op.microbatch)];
+      case PassKind::kBackward:
+      case PassKind::kBackwardInput: {
+        const double own = fin_f_[e][idx(vs, op.microbatch)];
+        if (own == kUnset) return kUnset;
+        if (vs == vstages - 1) return own;
+        const double up = arrive_b_[e][idx(vs, op.microbatch)];
+        return up == kUnset ? kUnset : std::max(own, up);
+      }
+      case PassKind::kBackwardWeight:
+        return fin_b_[e][idx(vs, op.microbatch)];
+    }
+    return kUnset;
+  }
+
+  /// Sends the activation (or its gradient) to the neighbouring stage on the p2p stream.
+  void send(int e, int to, int vs_to, int mb, bool forward, double at) {
+    const double start = std::max(at, p2p_free_[e]);
+    const double end = start + s_.p2p_time_s;
+    p2p_free_[e] = end;
+    (forward ? arrive_f_ : arrive_b_)[to][idx(vs_to, mb)] = end;
+    if (s_.record_trace && s_.p2p_time_s > 0)
+      res_.trace.push_back({e, StreamKind::kPipeline, forward ? "send_act" : "send_grad", CostCategory::kPpComm, start, end, mb, -1, PassKind::kForward});
+  }
+
+  void execute(int e, const PipelineOp& op, double ready) {
+    const int pp = s_.plan.pp, vstages = pp * s_.plan.vpp;
+    const int r = ent_.stage[e];
+    const int vs = virtual_stage(r, op.chunk, pp);
+    const StageCost& st = s_.stages[vs];
+    const PassCost& pc = pass_cost(st, op.kind);
+    const double start = std::max(ready, compute_free_[e]);
+    const double end = start + pc.time_s;
+    compute_free_[e] = end;
+    RankOutcome& out = res_.ranks[e];
+    for (int c = 0; c < kNumCategories; ++c) out.busy_by_category[c] += pc.by_category[c];
+    // Activation memory: stored from forward until the backward that last reads it (the full
+    // backward, or W, which still needs the GEMM inputs, in zero-bubble schedules).
+    double transient = 0;
+    if (op.kind == PassKind::kForward) {
+      act_[e] += st.act_bytes_per_microbatch;
+      transient = st.has_output ? st.transient_bytes : 0;
+    } else if (op.kind != PassKind::kBackwardWeight) {
+      transient = st.transient_bytes;
+    }
+    out.peak_activation_bytes = std::max(out.peak_activation_bytes, act_[e] + transient);
+    if (op.kind == PassKind::kBackward || op.kind == PassKind::kBackwardWeight) act_[e] -= st.act_bytes_per_microbatch;
+    const int i = idx(vs, op.microbatch);
+    if (op.kind == PassKind::kForward) {
+      fin_f_[e][i] = end;
+      if (vs + 1 < vstages) send(e, ent_.next[e], vs + 1, op.microbatch, true, end);
+    } else if (op.kind == PassKind::kBackwardWeight) {
+      fin_w_[e][i] = end;
+    } else {
+      fin_b_[e][i] = end;
+      if (vs > 0) send(e, ent_.prev[e], vs - 1, op.microbatch, false, end);
+    }
+    if (op.kind != PassKind::kForward) {
+      auto& lb = last_bwd_[e][op.chunk];
+      if (end > lb.second) lb = {start, end};
+      out.last_backward_end_s = std::max(out.last_backward_end_s, end);
+    }
+    ++res_.events;
+    if (s_.record_trace) {
+      // Expand the pass into its operators for the trace.
+      double t = start;
+      for (const auto& o : pc.ops) {
+        if (o.time_s <= 0) continue;
+        res_.trace.push_back({e, StreamKind::kCompute, o.name, o.category, t, t + o.time_s, op.microbatch, op.chunk, op.kind});
+        t += o.time_s;
+      }
+    }
+  }
+
+  void replay_pipeline() {
+    const int pp = s_.plan.pp;
+    size_t remaining = 0;
+    for (int e = 0; e < ent_.count; ++e) remaining += sched_[ent_.stage[e]].size();
+    while (remaining > 0) {
+      bool progressed = false;
+      for (int e = 0; e < ent_.count; ++e) {
+        const auto& list = sched_[ent_.stage[e]];
+        // Run as many consecutive ops as are ready on this entity.
+        while (cursor_[e] < list.size()) {
+          const PipelineOp& op = list[cursor_[e]];
+          const int vs = virtual_stage(ent_.stage[e], op.chunk, pp);
+          const double ready = ready_time(e, op, vs);
+          if (ready == kUnset) break;
+          execute(e, op, ready);
+          ++cursor_[e];
+          --remaining;
+          progressed = true;
+        }
+      }
+      PX_CHECK(progressed, "pipeline schedule deadlocked with " << remaining << " ops left");
+    }
+  }
+
+  /// Gradient reduction per chunk, bucket by bucket (one bucket per layer) as the last backward
+  /// of that chunk produces them; then parameter gathers and the optimizer step.
+  void finish_step() {
+    const int pp = s_.plan.pp, vpp = s_.plan.vpp;
+    std::vector<double> sync_end(ent_.count, 0);
+    for (int e = 0; e < ent_.count; ++e) {
+      double dp_free = 0;
+      const double all_done = compute_free_[e];
+      // Chunks in the order their last backward finishes.
+      std::vector<int> order(vpp);
+      for (int c = 0; c < vpp; ++c) order[c] = c;
+      std::sort(order.begin(), order.end(), [&](int a, int b) { return last_bwd_[e][a].second < last_bwd_[e][b].second; });
+      for (int c : order) {
+        const int vs = virtual_stage(ent_.stage[e], c, pp);
+        const double total = s_.grad_sync_s[vs];
+        if (total <= 0) continue;
+        const auto [b0, b1] = last_bwd_[e][c];
+        const int buckets = std::max(1, s_.stages[vs].layers);
+        for (int j = 0; j < buckets; ++j) {
+          const double ready = s_.plan.overlap_grad_reduce ? b0 + (j + 1) * (b1 - b0) / buckets : all_done;
+          const double start = std::max(ready, dp_free);
+          dp_free = start + total / buckets;
+        }
+        if (s_.record_trace) res_.trace.push_back({e, StreamKind::kDataParallel, "grad_sync", CostCategory::kDpComm, dp_free - total, dp_free, -1, c, PassKind::kBackward});
+      }
+      sync_end[e] = std::max(all_done, dp_free);
+    }
+    // A data-parallel collective completes only when all of its members have joined.
+    for (int e = 0; e < ent_.count; ++e) {
+      double end = 0;
+      for (int g : ent_.dp_group[e]) end = std::max(end, sync_end[g]);
+      RankOutcome& out = res_.ranks[e];
+      out.busy_by_category[static_cast<int>(CostCategory::kDpComm)] += end - compute_free_[e];
+      const int r = ent_.stage[e];
+      const double opt = s_.optimizer_s[r];
+      out.busy_by_category[static_cast<int>(CostCategory::kOptimizer)] += opt;
+      double t = end + opt;
+      // Parameter all-gather after the optimizer (ZeRO-1/2): with overlap, only the first
+      // bucket is exposed, the rest hides behind the next step's forward.
+      double gather = 0;
+      for (int c = 0; c < vpp; ++c) gather += s_.param_sync_s[virtual_stage(r, c, pp)];
+      int layers = 0;
+      for (int c = 0; c < vpp; ++c) layers += s_.stages[virtual_stage(r, c, pp)].layers;
+      const double exposed = s_.plan.overlap_param_gather ? gather / std::max(1, layers) : gather;
+      out.busy_by_category[static_cast<int>(CostCategory::kDpComm)] += exposed;
+      if (s_.record_trace && opt > 0) res_.trace.push_back({e, StreamKind::kCompute, "optimizer_step", CostCategory::kOptimizer, end, end + opt, -1, -1, PassKind::kForward});
+      t += exposed;
+      out.end_s = t;
+      res_.step_time_s = std::max(res_.step_time_s, t);
+    }
+    for (auto& out : res_.ranks) {
+      double accounted = 0;
+      for (int c = 0; c < kNumCategories; ++c) accounted += out.busy_by_category[c];
+      out.busy_by_category[static_cast<int>(CostCategory::kBubble)] += std::max(0.0, res_.step_time_s - accounted);
+    }
+  }
+
+  const EngineSetup& s_;
+  const std::vector<std::vector<PipelineOp>>& sched_;
+  Entities ent_;
+  std::vector<std::vector<double>> fin_f_, fin_b_, fin_w_, arrive_f_, arrive_b_;
+  std::vector<double> compute_free_, p2p_free_, act_;
+  std::vector<size_t> cursor_;
+  std::vector<std::vector<std::pair<double, double>>> last_bwd_;
+  EngineResult res_;
+};
+
+}  // namespace
+
+EngineResult run_engine(const EngineSetup& setup, const std::vector<std::vector<PipelineOp>>& schedule) {
+  return Replay(setup, schedule).run();
+}
+
+}  // namespace parallax

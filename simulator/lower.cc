@@ -1,0 +1,461 @@
+#include "simulator/lower.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/units.h"
+
+namespace parallax {
+
+const char* to_string(CostCategory c) {
+  switch (c) {
+    case CostCategory::kCompute: return "compute";
+    case CostCategory::kTpComm: return "tp_comm";
+    case CostCategory::kCpComm: return "cp_comm";
+    case CostCategory::kEpComm: return "ep_comm";
+    case CostCategory::kDpComm: return "dp_comm";
+    case CostCategory::kPpComm: return "pp_comm";
+    case CostCategory::kOptimizer: return "optimizer";
+    case CostCategory::kBubble: return "bubble";
+  }
+  return "?";
+}
+
+void PassCost::add(OpCost op) {
+  time_s += op.time_s;
+  flops += op.flops;
+  by_category[static_cast<int>(op.category)] += op.time_s;
+  ops.push_back(std::move(op));
+}
+
+namespace {
+
+constexpr double kBf16 = 2.0;
+constexpr double kFp32 = 4.0;
+
+/// Sizes one rank sees for one microbatch.
+struct Dims {
+  double tokens = 0;     ///< t = mbs * seq / cp
+  double tokens_sp = 0;  ///< t / tp with sequence parallelism, else t
+  double h = 0;
+  int tp = 1;
+  double q_heads = 0;    ///< query heads on this rank
+  double kv_heads = 0;   ///< KV heads on this rank (replicated when tp > kv_heads)
+  double d_qk = 0, d_v = 0;
+};
+
+/// The ops of one pass, built op by op; backward mirrors forward.
+class LayerBuilder {
+ public:
+  LayerBuilder(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw, const RankMap& ranks)
+      : m_(m), p_(p), compute_(hw), comm_(hw),
+        tp_shape_(ranks.shape(GroupKind::kTp)), cp_shape_(ranks.shape(GroupKind::kCp)),
+        ep_shape_(ranks.shape(GroupKind::kEp)), fsdp_shape_(ranks.shape(GroupKind::kDpCp)) {
+    d_.tp = p.tp;
+    d_.tokens = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
+    d_.tokens_sp = p.sequence_parallel ? d_.tokens / p.tp : d_.tokens;
+    d_.h = static_cast<double>(m.hidden);
+    d_.q_heads = static_cast<double>(m.heads) / p.tp;
+    d_.kv_heads = m.mla ? d_.q_heads : std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
+    d_.d_qk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+    d_.d_v = m.mla ? m.mla->v_head_dim : m.head_dim;
+  }
+
+  const Dims& dims() const { return d_; }
+
+  // --- primitives -------------------------------------------------------------------------------
+  /// A GEMM [m x k] x [k x n]; in backward, the data-gradient and weight-gradient GEMMs.
+  void gemm(const char* name, double m, double k, double n, double batch = 1) {
+    GemmShape fwd{ll(m), ll(n), ll(k), ll(batch)};
+    GemmShape dgrad{ll(m), ll(k), ll(n), ll(batch)};
+    GemmShape wgrad{ll(k), ll(n), ll(m), ll(batch)};
+    const KernelTime f = compute_.gemm(fwd, p_.precision);
+    const KernelTime dg = compute_.gemm(dgrad, p_.precision);
+    const KernelTime wg = compute_.gemm(wgrad, p_.precision);
+    fwd_.push_back(compute_op(name, f));
+    bwd_in_.push_back(compute_op(std::string(name) + ".dgrad", dg));
+    bwd_w_.push_back(compute_op(std::string(name) + ".wgrad", wg));
+    last_gemm_fwd_s_ = f.time_s;
+    last_gemm_bwd_s_ = dg.time_s;
+  }
+
+  void memory(const char* name, double bytes_fwd, double bwd_factor = 2.0) {
+    fwd_.push_back(compute_op(name, compute_.memory_bound(bytes_fwd)));
+    bwd_in_.push_back(compute_op(std::string(name) + ".bwd", compute_.memory_bound(bytes_fwd * bwd_factor)));
+  }
+
+  void attention() {
+    const double bh = static_cast<double>(p_.micro_batch) * d_.q_heads;
+    const int64_t sq = p_.seq_len / p_.cp, skv = p_.seq_len;
+    const KernelTime f = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false);
+    const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true);
+    attention_fwd_ = compute_op("attention", f);
+    fwd_.push_back(attention_fwd_);
+    bwd_in_.push_back(compute_op("attention.bwd", b));
+    if (p_.cp > 1) {
+      // Ring attention: cp-1 exchanges of the local K,V chunk, each hidden behind one chunk of
+      // attention compute; backward also returns dK, dV (twice the bytes).
+      const double kv_bytes = d_.tokens * d_.kv_heads * (d_.d_qk + d_.d_v) * kBf16;
+      const double step = comm_.time(CollectiveOp::kSendRecv, kv_bytes, pair(cp_shape_)).time_s;
+      const double f_hide = f.time_s / p_.cp, b_hide = b.time_s / p_.cp;
+      push_comm(&fwd_, "cp_kv_ring", CostCategory::kCpComm, (p_.cp - 1) * step, (p_.cp - 1) * std::max(0.0, step - f_hide));
+      push_comm(&bwd_in_, "cp_kv_ring.bwd", CostCategory::kCpComm, 2 * (p_.cp - 1) * step,
+                (p_.cp - 1) * std::max(0.0, 2 * step - b_hide));
+    }
+  }
+
+  /// Tensor-parallel communication entering (`gather`) or leaving (`reduce`) a TP region.
+  /// With SP: all-gather / reduce-scatter; without: identity / all-reduce (forward), mirrored in
+  /// backward. With TP comm overlap the collective hides behind its neighbouring GEMM.
+  void tp_enter(const char* name) {
+    if (p_.tp == 1) return;
+    const double bytes = d_.tokens * d_.h * kBf16;
+    if (p_.sequence_parallel) {
+      const double ag = comm_.time(CollectiveOp::kAllGather, bytes, tp_shape_).time_s;
+      const double rs = comm_.time(CollectiveOp::kReduceScatter, bytes, tp_shape_).time_s;
+      pending_fwd_ = {name, ag};  // exposed part settled by the next GEMM
+      pending_bwd_ = {std::string(name) + ".bwd_rs", rs};
+      // Megatron stores the sharded input and all-gathers it again for the weight gradient,
+      // overlapped with the data-gradient GEMM.
+      regather_s_ = ag;
+    } else {
+      const double ar = comm_.time(CollectiveOp::kAllReduce, bytes, tp_shape_).time_s;
+      pending_fwd_ = {"", 0};
+      pending_bwd_ = {std::string(name) + ".bwd_ar", ar};
+      regather_s_ = 0;
+    }
+  }
+
+  /// Call right after the GEMM that follows tp_enter.
+  void settle_enter() {
+    if (p_.tp == 1) return;
+    if (pending_fwd_.second > 0) push_comm(&fwd_, pending_fwd_.first, CostCategory::kTpComm, pending_fwd_.second, overlap(pending_fwd_.second, last_gemm_fwd_s_));
+    if (pending_bwd_.second > 0) push_comm(&bwd_in_, pending_bwd_.first, CostCategory::kTpComm, pending_bwd_.second, overlap(pending_bwd_.second, last_gemm_bwd_s_));
+    if (regather_s_ > 0) push_comm(&bwd_in_, "tp_regather", CostCategory::kTpComm, regather_s_, std::max(0.0, regather_s_ - last_gemm_bwd_s_));
+  }
+
+  /// Leaving a TP region after a row-parallel GEMM.
+  void tp_exit(const char* name) {
+    if (p_.tp == 1) return;
+    const double bytes = d_.tokens * d_.h * kBf16;
+    if (p_.sequence_parallel) {
+      const double rs = comm_.time(CollectiveOp::kReduceScatter, bytes, tp_shape_).time_s;
+      const double ag = comm_.time(CollectiveOp::kAllGather, bytes, tp_shape_).time_s;
+      push_comm(&fwd_, name, CostCategory::kTpComm, rs, overlap(rs, last_gemm_fwd_s_));
+      push_comm(&bwd_in_, std::string(name) + ".bwd_ag", CostCategory::kTpComm, ag, overlap(ag, last_gemm_bwd_s_));
+    } else {
+      const double ar = comm_.time(CollectiveOp::kAllReduce, bytes, tp_shape_).time_s;
+      push_comm(&fwd_, name, CostCategory::kTpComm, ar, overlap(ar, last_gemm_fwd_s_));
+    }
+  }
+
+  void all_to_all(const char* name, double bytes) {
+    if (p_.ep == 1) return;
+    const double t = comm_.time(CollectiveOp::kAllToAll, bytes, ep_shape_).time_s;
+    push_comm(&fwd_, name, CostCategory::kEpComm, t, t);
+    push_comm(&bwd_in_, std::string(name) + ".bwd", CostCategory::kEpComm, t, t);
+  }
+
+  // --- blocks -----------------------------------------------------------------------------------
+  void attention_block() {
+    const Dims& d = d_;
+    memory("input_norm", 2 * d.tokens_sp * d.h * kBf16);
+    tp_enter("tp_gather.attn");
+    if (m_.mla) {
+      const auto& a = *m_.mla;
+      // Down projections are replicated across TP ranks; up projections split by heads.
+      if (a.q_lora_rank > 0) {
+        gemm("q_down", d.tokens, d.h, a.q_lora_rank);
+        settle_enter();
+        memory("q_norm", 2 * d.tokens * a.q_lora_rank * kBf16);
+        gemm("q_up", d.tokens, a.q_lora_rank, d.q_heads * d.d_qk);
+      } else {
+        gemm("q_proj", d.tokens, d.h, d.q_heads * d.d_qk);
+        settle_enter();
+      }
+      gemm("kv_down", d.tokens, d.h, a.kv_lora_rank + a.qk_rope_head_dim);
+      memory("kv_norm", 2 * d.tokens * a.kv_lora_rank * kBf16);
+      gemm("kv_up", d.tokens, a.kv_lora_rank, d.q_heads * (a.qk_nope_head_dim + a.v_head_dim));
+    } else {
+      gemm("qkv_proj", d.tokens, d.h, (d.q_heads + 2 * d.kv_heads) * d.d_qk);
+      settle_enter();
+    }
+    memory("rope", 2 * d.tokens * (d.q_heads + d.kv_heads) * d.d_qk * kBf16);
+    attention();
+    gemm("out_proj", d.tokens, d.q_heads * d.d_v, d.h);
+    tp_exit("tp_reduce.attn");
+    memory("residual_add", 3 * d.tokens_sp * d.h * kBf16);
+  }
+
+  void dense_mlp(int64_t width) {
+    const Dims& d = d_;
+    const double w = static_cast<double>(width) / d.tp;
+    const bool glu = m_.ffn_act == FfnAct::kSwiglu;
+    memory("post_attn_norm", 2 * d.tokens_sp * d.h * kBf16);
+    tp_enter("tp_gather.mlp");
+    gemm(glu ? "mlp_gate_up" : "mlp_up", d.tokens, d.h, (glu ? 2 : 1) * w);
+    settle_enter();
+    memory(glu ? "swiglu" : "gelu", d.tokens * w * (glu ? 3 : 2) * kBf16);
+    gemm("mlp_down", d.tokens, w, d.h);
+    tp_exit("tp_reduce.mlp");
+    memory("residual_add", 3 * d.tokens_sp * d.h * kBf16);
+  }
+
+  void moe_mlp() {
+    const Dims& d = d_;
+    const MoeSpec& e = *m_.moe;
+    const bool glu = m_.ffn_act == FfnAct::kSwiglu;
+    // Tokens of this rank entering the MoE block: the sequence-parallel shard (Megatron requires
+    // SP with TP for MoE); routed copies are spread evenly over the expert-parallel group.
+    const double t = d.tokens / p_.tp;
+    memory("post_attn_norm", 2 * t * d.h * kBf16);
+    gemm("router", t, d.h, e.experts);
+    memory("router_topk", t * e.experts * 3 * kFp32);
+    memory("permute", 2 * t * e.top_k * d.h * kBf16);
+    all_to_all("ep_dispatch", t * e.top_k * d.h * kBf16);
+    const double local_experts = static_cast<double>(e.experts) / p_.ep;
+    const double rows = t * e.top_k * p_.etp / local_experts;  // tokens per local expert
+    const double w = static_cast<double>(e.expert_ffn_hidden) / p_.etp;
+    gemm(glu ? "experts_gate_up" : "experts_up", rows, d.h, (glu ? 2 : 1) * w, local_experts);
+    memory(glu ? "experts_swiglu" : "experts_gelu", rows * local_experts * w * (glu ? 3 : 2) * kBf16);
+    gemm("experts_down", rows, w, d.h, local_experts);
+    all_to_all("ep_combine", t * e.top_k * d.h * kBf16);
+    memory("unpermute", 2 * t * e.top_k * d.h * kBf16);
+    if (e.shared_experts > 0) {
+      const double ws = static_cast<double>(e.shared_experts) * e.expert_ffn_hidden / p_.tp;
+      tp_enter("tp_gather.shared");
+      gemm("shared_gate_up", d.tokens, d.h, (glu ? 2 : 1) * ws);
+      settle_enter();
+      memory("shared_act", d.tokens * ws * (glu ? 3 : 2) * kBf16);
+      gemm("shared_down", d.tokens, ws, d.h);
+      tp_exit("tp_reduce.shared");
+    }
+    memory("residual_add", 3 * t * d.h * kBf16);
+  }
+
+  void embedding() {
+    const Dims& d = d_;
+    memory("embedding", 2 * d.tokens * d.h * kBf16, 1.0);
+    tp_exit("tp_reduce.embedding");  // vocab-parallel lookup ends in an all-reduce / reduce-scatter
+  }
+
+  void output_layer() {
+    const Dims& d = d_;
+    const double v = static_cast<double>(m_.vocab) / d.tp;
+    memory("final_norm", 2 * d.tokens_sp * d.h * kBf16);
+    tp_enter("tp_gather.logits");
+    gemm("logits", d.tokens, d.h, v);
+    settle_enter();
+    // Vocab-parallel cross-entropy in fp32: cast, max, exp-sum, loss; backward writes the
+    // softmax gradient. Partial max and sum are all-reduced across TP (t floats each).
+    memory("cross_entropy", d.tokens * v * (kBf16 + 3 * kFp32), (kFp32 + kBf16) / (kBf16 + 3 * kFp32));
+    if (p_.tp > 1) {
+      const double ar = comm_.time(CollectiveOp::kAllReduce, 2 * d.tokens * kFp32, tp_shape_).time_s;
+      push_comm(&fwd_, "tp_ce_stats", CostCategory::kTpComm, ar, ar);
+    }
+  }
+
+  /// FSDP / ZeRO-3: gather this layer's parameters before its forward and backward, reduce-
+  /// scatter its gradients after backward; each overlaps with the neighbouring layer's compute.
+  void fsdp_layer(double params, bool gather_in_backward) {
+    if (!p_.shards_params() || fsdp_shape_.size == 1) return;
+    const double ag = comm_.time(CollectiveOp::kAllGather, params * kBf16, fsdp_shape_).time_s;
+    const double rs = comm_.time(CollectiveOp::kReduceScatter, params * kFp32, fsdp_shape_).time_s;
+    fsdp_fwd_comm_ = ag;
+    fsdp_bwd_comm_ = (gather_in_backward ? ag : 0.0) + rs;
+  }
+
+  /// Moves the ops built so far into the passes, settling FSDP overlap against layer compute.
+  void flush_layer(PassCost* fwd, PassCost* bwd_in, PassCost* bwd_w, PassCost* recompute_into,
+                   Recompute rc) {
+    const double f_compute = sum(fwd_), b_compute = sum(bwd_in_) + sum(bwd_w_);
+    for (auto& op : fwd_) fwd->add(op);
+    if (rc == Recompute::kFull && recompute_into) {
+      for (auto op : fwd_) { op.name += ".recompute"; recompute_into->add(op); }
+    } else if (rc == Recompute::kSelective && recompute_into && attention_fwd_.busy_s > 0) {
+      OpCost op = attention_fwd_;
+      op.name += ".recompute";
+      recompute_into->add(op);
+    }
+    for (auto& op : bwd_in_) bwd_in->add(op);
+    for (auto& op : bwd_w_) bwd_w->add(op);
+    if (fsdp_fwd_comm_ > 0) {
+      OpCost f{"fsdp_allgather", CostCategory::kDpComm, std::max(0.0, fsdp_fwd_comm_ - f_compute), fsdp_fwd_comm_, 0};
+      fwd->add(f);
+      OpCost b{"fsdp_gather_reduce", CostCategory::kDpComm, std::max(0.0, fsdp_bwd_comm_ - b_compute), fsdp_bwd_comm_, 0};
+      bwd_w->add(b);
+    }
+    fwd_.clear(); bwd_in_.clear(); bwd_w_.clear();
+    attention_fwd_ = {};
+    fsdp_fwd_comm_ = fsdp_bwd_comm_ = 0;
+  }
+
+ private:
+  static int64_t ll(double x) { return static_cast<int64_t>(std::llround(std::max(1.0, x))); }
+  static double sum(const std::vector<OpCost>& ops) {
+    double s = 0;
+    for (const auto& o : ops) if (o.category == CostCategory::kCompute) s += o.time_s;
+    return s;
+  }
+  static GroupShape pair(const GroupShape& g) {
+    GroupShape p;
+    p.size = 2;
+    p.domains = g.crosses_domains() && g.per_domain == 1 ? 2 : 1;
+    p.per_domain = p.size / p.domains;
+    return p;
+  }
+  OpCost compute_op(std::string name, const KernelTime& k) const {
+    return OpCost{std::move(name), CostCategory::kCompute, k.time_s, k.time_s, k.flops};
+  }
+  void push_comm(std::vector<OpCost>* ops, std::string name, CostCategory c, double busy, double exposed) {
+    ops->push_back(OpCost{std::move(name), c, exposed, busy, 0});
+  }
+  /// Exposed part of a TP collective next to a GEMM of duration g: all of it without overlap;
+  /// with overlap, the first of tp chunks plus whatever the GEMM cannot hide.
+  double overlap(double comm, double g) const {
+    if (!p_.overlap_tp_comm) return comm;
+    return comm / p_.tp + std::max(0.0, comm * (p_.tp - 1) / p_.tp - g);
+  }
+
+  const ModelSpec& m_;
+  const ParallelPlan& p_;
+  ComputeCost compute_;
+  CollectiveCost comm_;
+  GroupShape tp_shape_, cp_shape_, ep_shape_, fsdp_shape_;
+  Dims d_;
+  std::vector<OpCost> fwd_, bwd_in_, bwd_w_;
+  OpCost attention_fwd_;
+  std::pair<std::string, double> pending_fwd_, pending_bwd_;
+  double regather_s_ = 0;
+  double last_gemm_fwd_s_ = 0, last_gemm_bwd_s_ = 0;
+  double fsdp_fwd_comm_ = 0, fsdp_bwd_comm_ = 0;
+};
+
+double dense_layer_params_local(const ModelSpec& m, const ParallelPlan& p, int layer) {
+  const double h = static_cast<double>(m.hidden);
+  double attn = attention_params_per_layer(m) / p.tp;
+  double mlp = 0;
+  if (m.is_moe_layer(layer)) {
+    mlp = m.moe->shared_experts * mlp_params(m, m.moe->expert_ffn_hidden) / p.tp + m.moe->experts * h;
+  } else {
+    mlp = mlp_params(m, m.ffn_hidden) / p.tp;
+  }
+  return attn + mlp + 2 * h;
+}
+
+double expert_params_local(const ModelSpec& m, const ParallelPlan& p, int layer) {
+  if (!m.is_moe_layer(layer)) return 0;
+  return static_cast<double>(m.moe->experts) / p.ep * mlp_params(m, m.moe->expert_ffn_hidden) / p.etp;
+}
+
+}  // namespace
+
+double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
+  const double t = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
+  const double tsp = p.sequence_parallel ? t / p.tp : t;
+  const double h = static_cast<double>(m.hidden);
+  if (p.recompute == Recompute::kFull) return tsp * h * kBf16;  // only the layer input
+  const double qh = static_cast<double>(m.heads) / p.tp;
+  const double kvh = m.mla ? qh : std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
+  const double dqk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+  const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
+  // Attention block: norm input and output (sharded with SP), Q, K, V, the attention output
+  // (the out-projection input) and the softmax statistics (fp32 per head and token).
+  double attn = 2 * tsp * h * kBf16 + t * (qh * dqk + kvh * (dqk + dv)) * kBf16 + t * qh * dv * kBf16 + t * qh * kFp32;
+  if (m.mla) attn += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * kBf16;
+  if (p.recompute == Recompute::kSelective) attn -= t * qh * dv * kBf16;  // output recomputed
+  const bool glu = m.ffn_act == FfnAct::kSwiglu;
+  double mlp = 2 * tsp * h * kBf16;  // norm input and output
+  if (m.is_moe_layer(layer)) {
+    const MoeSpec& e = *m.moe;
+    const double rows = t / p.tp * e.top_k * p.etp;
+    const double w = static_cast<double>(e.expert_ffn_hidden) / p.etp;
+    mlp += rows * h * kBf16 + rows * w * (glu ? 3 : 2) * kBf16 + t / p.tp * e.experts * kFp32;
+    if (e.shared_experts > 0) mlp += t * e.shared_experts * e.expert_ffn_hidden / p.tp * (glu ? 3 : 2) * kBf16;
+  } else {
+    mlp += t * static_cast<double>(m.ffn_hidden) / p.tp * (glu ? 3 : 2) * kBf16;
+  }
+  return attn + mlp;
+}
+
+std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,
+                                    const RankMap& ranks) {
+  const int stages = p.pp * p.vpp;
+  std::vector<StageCost> out(stages);
+  LayerBuilder b(m, p, hw, ranks);
+  const Dims& d = b.dims();
+  const double h = static_cast<double>(m.hidden);
+  for (int vs = 0; vs < stages; ++vs) {
+    StageCost& s = out[vs];
+    s.virtual_stage = vs;
+    s.first_layer = first_layer_of_virtual_stage(m, p, vs);
+    s.layers = layers_in_virtual_stage(m, p, vs);
+    s.has_embedding = vs == 0;
+    s.has_output = vs == stages - 1;
+    PassCost recompute, bwd_in, bwd_w;
+    const bool full = p.recompute == Recompute::kFull;
+    if (s.has_embedding) {
+      b.embedding();
+      b.flush_layer(&s.forward, &bwd_in, &bwd_w, nullptr, Recompute::kNone);
+      s.dense_params += static_cast<double>(m.vocab) * h / p.tp;
+    }
+    double max_layer_act = 0;
+    for (int l = s.first_layer; l < s.first_layer + s.layers; ++l) {
+      const double dense = dense_layer_params_local(m, p, l), experts = expert_params_local(m, p, l);
+      b.fsdp_layer(dense + experts, /*gather_in_backward=*/p.pp == 1);
+      b.attention_block();
+      if (m.is_moe_layer(l)) b.moe_mlp(); else b.dense_mlp(m.ffn_hidden);
+      b.flush_layer(&s.forward, &bwd_in, &bwd_w, &recompute, p.recompute);
+      s.dense_params += dense;
+      s.expert_params += experts;
+      s.act_bytes_per_microbatch += layer_activation_bytes(m, p, l);
+      if (full) {
+        ParallelPlan none = p;
+        none.recompute = Recompute::kNone;
+        max_layer_act = std::max(max_layer_act, layer_activation_bytes(m, none, l));
+      }
+    }
+    if (s.has_output) {
+      b.output_layer();
+      b.flush_layer(&s.forward, &bwd_in, &bwd_w, nullptr, Recompute::kNone);
+      if (!m.tied_embeddings || stages > 1) s.dense_params += static_cast<double>(m.vocab) * h / p.tp;
+      // Logits in bf16 and fp32 softmax workspace for one microbatch.
+      s.transient_bytes = std::max(s.transient_bytes, d.tokens * static_cast<double>(m.vocab) / p.tp * (kBf16 + 2 * kFp32));
+      s.act_bytes_per_microbatch += d.tokens_sp * h * kBf16;
+    }
+    // Full recompute rematerialises one layer's activations at a time during backward.
+    s.transient_bytes = std::max(s.transient_bytes, max_layer_act);
+    // Backward = recompute, then input gradients, then weight gradients (all on one stream).
+    for (const auto& op : recompute.ops) { s.backward.add(op); s.backward_input.add(op); }
+    for (const auto& op : bwd_in.ops) { s.backward.add(op); s.backward_input.add(op); }
+    for (const auto& op : bwd_w.ops) { s.backward.add(op); s.backward_weight.add(op); }
+    s.p2p_bytes = d.tokens * h * kBf16 / (p.sequence_parallel ? p.tp : 1);
+  }
+  return out;
+}
+
+double step_flops(const ModelSpec& m, const ParallelPlan& p, bool causal, bool with_recompute) {
+  const double tokens = static_cast<double>(p.global_batch) * p.seq_len;
+  const double h = static_cast<double>(m.hidden);
+  const double s = static_cast<double>(p.seq_len);
+  const double dqk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+  const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
+  double layer_fwd = 0, attn_fwd = 0;  // per token, all layers
+  for (int l = 0; l < m.layers; ++l) {
+    double matmul = attention_params_per_layer(m);
+    if (m.is_moe_layer(l)) {
+      matmul += (m.moe->top_k + m.moe->shared_experts) * mlp_params(m, m.moe->expert_ffn_hidden) + m.moe->experts * h;
+    } else {
+      matmul += mlp_params(m, m.ffn_hidden);
+    }
+    layer_fwd += 2 * matmul;
+    attn_fwd += 2 * s * (dqk + dv) * m.heads * (causal ? 0.5 : 1.0);
+  }
+  const double logits_fwd = 2 * h * static_cast<double>(m.vocab);
+  double total = 3 * (layer_fwd + attn_fwd + logits_fwd);
+  if (with_recompute && p.recompute == Recompute::kFull) total += layer_fwd + attn_fwd;
+  if (with_recompute && p.recompute == Recompute::kSelective) total += attn_fwd;
+  return total * tokens;
+}
+
+}  // namespace parallax

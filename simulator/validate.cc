@@ -1,0 +1,63 @@
+#include "simulator/validate.h"
+
+#include <cmath>
+
+#include "core/units.h"
+#include "simulator/lower.h"
+
+namespace parallax {
+
+Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwProfile>& profiles) {
+  auto hw = find_profile(profiles, r.gpu, r.id + "/cluster/gpu");
+  if (!hw) return hw.errors();
+  Cluster c{hw.value(), r.num_gpus};
+  const ParallelPlan p = to_plan(r);
+  auto rep = simulate(r.model, c, p);
+  if (!rep) {
+    Diagnostics d;
+    for (auto e : rep.errors()) { e.where = r.id + ": " + e.where; d.push_back(e); }
+    return d;
+  }
+  const StepReport& s = rep.value();
+  ValidationRow row;
+  row.id = r.id;
+  row.fits = s.fits;
+  if (r.step_time_s) {
+    row.metric = "step_time_s";
+    row.measured = *r.step_time_s;
+    row.predicted = s.step_time_s;
+  } else if (r.tokens_per_s_per_gpu) {
+    row.metric = "tokens_per_s_per_gpu";
+    row.measured = *r.tokens_per_s_per_gpu;
+    row.predicted = s.tokens_per_s_per_gpu;
+  } else {
+    // FLOP/s counted as the record counts them.
+    const bool causal = r.attention_flops.value_or(AttentionCounting::kFull) == AttentionCounting::kCausal;
+    const bool hardware = r.flops_basis == FlopsBasis::kHardware;
+    const double tflops = step_flops(r.model, p, causal, hardware) / s.step_time_s / r.num_gpus / kTera;
+    if (r.tflops_per_gpu) {
+      row.metric = "tflops_per_gpu";
+      row.measured = *r.tflops_per_gpu;
+      row.predicted = tflops;
+    } else {
+      row.metric = "mfu";
+      row.measured = *r.mfu;
+      row.predicted = tflops / c.hw.peak_tflops(p.precision);
+    }
+  }
+  row.error = (row.predicted - row.measured) / row.measured;
+  return row;
+}
+
+ValidationSummary summarize(std::vector<ValidationRow> rows) {
+  ValidationSummary s;
+  s.rows = std::move(rows);
+  for (const auto& r : s.rows) {
+    s.mape += std::abs(r.error);
+    s.max_abs_error = std::max(s.max_abs_error, std::abs(r.error));
+  }
+  if (!s.rows.empty()) s.mape /= static_cast<double>(s.rows.size());
+  return s;
+}
+
+}  // namespace parallax
