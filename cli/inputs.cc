@@ -1,11 +1,14 @@
 #include "cli/inputs.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <sstream>
-#include <unistd.h>
 
 #include "core/hf_config.h"
 #include "core/model_zoo.h"
@@ -16,7 +19,9 @@ namespace fs = std::filesystem;
 
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Diagnostic{path, "cannot open file", std::error_code(errno, std::generic_category()).message()};
+  if (!in)
+    return Diagnostic{path, "cannot open file",
+                      std::error_code(errno, std::generic_category()).message()};
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -26,7 +31,9 @@ Result<bool> write_file_atomic(const std::string& path, const std::string& text)
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Diagnostic{path, "cannot write file", std::error_code(errno, std::generic_category()).message()};
+    if (!out)
+      return Diagnostic{path, "cannot write file",
+                        std::error_code(errno, std::generic_category()).message()};
     out << text;
     out.flush();
     if (!out) {
@@ -49,7 +56,8 @@ Result<std::vector<HwProfile>> load_profiles(const std::string& extra_dir) {
   std::vector<HwProfile> out = builtin.value();
   if (extra_dir.empty()) return out;
   std::error_code ec;
-  if (!fs::is_directory(extra_dir, ec)) return Diagnostic{"--profiles-dir", "not a directory: " + extra_dir, ""};
+  if (!fs::is_directory(extra_dir, ec))
+    return Diagnostic{"--profiles-dir", "not a directory: " + extra_dir, ""};
   Diagnostics d;
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(extra_dir, ec))
@@ -57,21 +65,35 @@ Result<std::vector<HwProfile>> load_profiles(const std::string& extra_dir) {
   std::sort(files.begin(), files.end());
   for (const auto& path : files) {
     auto text = read_file(path.string());
-    if (!text) { d.insert(d.end(), text.errors().begin(), text.errors().end()); continue; }
+    if (!text) {
+      d.insert(d.end(), text.errors().begin(), text.errors().end());
+      continue;
+    }
     auto j = parse_json(text.value(), path.string());
-    if (!j) { d.insert(d.end(), j.errors().begin(), j.errors().end()); continue; }
+    if (!j) {
+      d.insert(d.end(), j.errors().begin(), j.errors().end());
+      continue;
+    }
     auto p = profile_from_json(j.value(), path.string() + ":");
-    if (!p) { d.insert(d.end(), p.errors().begin(), p.errors().end()); continue; }
-    auto same = std::find_if(out.begin(), out.end(), [&](const HwProfile& h) { return h.name == p->name; });
-    if (same != out.end()) *same = p.value(); else out.push_back(p.value());
+    if (!p) {
+      d.insert(d.end(), p.errors().begin(), p.errors().end());
+      continue;
+    }
+    auto same =
+        std::find_if(out.begin(), out.end(), [&](const HwProfile& h) { return h.name == p->name; });
+    if (same != out.end())
+      *same = p.value();
+    else
+      out.push_back(p.value());
   }
   if (!d.empty()) return d;
   return out;
 }
 
 Result<ModelSpec> resolve_model(const std::string& name_or_path, const std::string& where) {
-  const bool looks_like_file = name_or_path.find('/') != std::string::npos ||
-                               (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
+  const bool looks_like_file =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
   if (!looks_like_file) return find_zoo_model(name_or_path, where);
   auto text = read_file(name_or_path);
   if (!text) return text.errors();
@@ -83,12 +105,15 @@ Result<ModelSpec> resolve_model(const std::string& name_or_path, const std::stri
     if (stem == "config") stem = fs::path(name_or_path).parent_path().filename().string();
     return model_from_hf_config(cfg, stem.empty() ? "hf-model" : stem, name_or_path + ":");
   }
-  const Json& m = cfg.is_object() && cfg.contains("model") && cfg["model"].is_object() ? cfg["model"] : cfg;
+  const Json& m =
+      cfg.is_object() && cfg.contains("model") && cfg["model"].is_object() ? cfg["model"] : cfg;
   return model_from_json(m, name_or_path + ":" + (&m == &cfg ? "" : "/model"));
 }
 
 void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
-  cmd->add_option("--model", f->model, "zoo model name (see `parallax models`), a model JSON, or a Hugging Face config.json");
+  cmd->add_option(
+      "--model", f->model,
+      "zoo model name (see `parallax models`), a model JSON, or a Hugging Face config.json");
   cmd->add_option("--cluster", f->cluster, "hardware profile name (see `parallax profiles`)");
   cmd->add_option("--gpus", f->gpus, "number of GPUs (= tp*pp*dp*cp)");
   cmd->add_option("--tp", f->tp, "tensor-parallel degree");
@@ -101,17 +126,28 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option("--mbs", f->mbs, "micro-batch size in sequences");
   cmd->add_option("--gbs", f->gbs, "global batch size in sequences");
   cmd->add_option("--seq", f->seq, "sequence length in tokens");
-  cmd->add_option("--sp", f->sp, "sequence parallelism (1/0)");
+  cmd->add_option("--sp", f->sp, "sequence parallelism (1/0)")->check(CLI::Range(0, 1));
   cmd->add_option("--recompute", f->recompute, "activation recomputation: none | selective | full");
   cmd->add_option("--zero", f->zero, "ZeRO stage 0-3 (1 = distributed optimizer)");
-  cmd->add_option("--fsdp", f->fsdp, "PyTorch FSDP2 parameter sharding (1/0)");
+  cmd->add_option("--fsdp", f->fsdp, "PyTorch FSDP2 parameter sharding (1/0)")
+      ->check(CLI::Range(0, 1));
   cmd->add_option("--schedule", f->schedule, "pipeline schedule: 1f1b | interleaved | zb-h1");
   cmd->add_option("--precision", f->precision, "bf16 | fp8");
-  cmd->add_option("--overlap-tp-comm", f->overlap_tp, "overlap TP communication with GEMMs (1/0)");
-  cmd->add_option("--overlap-grad-reduce", f->overlap_grad, "overlap DP gradient reduction with backward (1/0)");
-  cmd->add_option("--overlap-param-gather", f->overlap_param, "overlap ZeRO parameter all-gather with forward (1/0)");
-  cmd->add_option("--scenario", f->scenario, "scenario JSON (model, cluster, layout, settings); flags override it");
-  cmd->add_option("--profiles-dir", f->profiles_dir, "directory of extra hardware profiles (*.json)");
+  cmd->add_option("--cp-comm", f->cp_comm, "context-parallel K/V exchange: ring | allgather");
+  cmd->add_option("--attention", f->attention,
+                  "attention kernel: flash (fused) | unfused (materialised s x s scores)");
+  cmd->add_option("--overlap-tp-comm", f->overlap_tp, "overlap TP communication with GEMMs (1/0)")
+      ->check(CLI::Range(0, 1));
+  cmd->add_option("--overlap-grad-reduce", f->overlap_grad,
+                  "overlap DP gradient reduction with backward (1/0)")
+      ->check(CLI::Range(0, 1));
+  cmd->add_option("--overlap-param-gather", f->overlap_param,
+                  "overlap ZeRO parameter all-gather with forward (1/0)")
+      ->check(CLI::Range(0, 1));
+  cmd->add_option("--scenario", f->scenario,
+                  "scenario JSON (model, cluster, layout, settings); flags override it");
+  cmd->add_option("--profiles-dir", f->profiles_dir,
+                  "directory of extra hardware profiles (*.json)");
 }
 
 namespace {
@@ -130,10 +166,90 @@ ParallelPlan default_plan() {
   return p;
 }
 
-void flag_enum(const std::string& value, const char* flag, auto parse, auto* target, const char* valid, Diagnostics* d) {
+void flag_enum(const std::string& value, const char* flag, auto parse, auto* target,
+               const char* valid, Diagnostics* d) {
   if (value.empty()) return;
-  if (auto v = parse(value)) *target = *v;
-  else d->push_back({flag, "unknown value '" + value + "'", std::string("valid: ") + valid});
+  if (auto v = parse(value))
+    *target = *v;
+  else
+    d->push_back({flag, "unknown value '" + value + "'", std::string("valid: ") + valid});
+}
+
+}  // namespace
+
+namespace {
+
+/// Applies the numeric flags that were given; every given value must be positive.
+void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) {
+  const struct {
+    const char* name;
+    int64_t value;
+    std::function<void(int64_t)> set;
+  } numeric[] = {
+      {"tp", f.tp, [p](int64_t v) { p->tp = static_cast<int>(v); }},
+      {"pp", f.pp, [p](int64_t v) { p->pp = static_cast<int>(v); }},
+      {"dp", f.dp, [p](int64_t v) { p->dp = static_cast<int>(v); }},
+      {"cp", f.cp, [p](int64_t v) { p->cp = static_cast<int>(v); }},
+      {"ep", f.ep, [p](int64_t v) { p->ep = static_cast<int>(v); }},
+      {"etp", f.etp, [p](int64_t v) { p->etp = static_cast<int>(v); }},
+      {"vpp", f.vpp, [p](int64_t v) { p->vpp = static_cast<int>(v); }},
+      {"mbs", f.mbs, [p](int64_t v) { p->micro_batch = static_cast<int>(v); }},
+      {"gbs", f.gbs, [p](int64_t v) { p->global_batch = v; }},
+      {"seq", f.seq, [p](int64_t v) { p->seq_len = v; }},
+      {"gpus", f.gpus, [](int64_t) {}},
+  };
+  for (const auto& n : numeric) {
+    if (n.value == kUnset) continue;
+    if (n.value <= 0)
+      d->push_back({std::string("--") + n.name,
+                    std::string(n.name) + " must be positive, got " + std::to_string(n.value), ""});
+    else
+      n.set(n.value);
+  }
+  if (f.zero != kUnset) {
+    if (f.zero < 0 || f.zero > 3)
+      d->push_back({"--zero", "zero=" + std::to_string(f.zero) + " must be 0, 1, 2 or 3",
+                    "1 = distributed optimizer, 3 = sharded parameters"});
+    else
+      p->zero_stage = f.zero;
+  }
+  if (f.sp >= 0) p->sequence_parallel = f.sp != 0;
+  if (f.fsdp >= 0) p->fsdp = f.fsdp != 0;
+  if (f.overlap_tp >= 0) p->overlap_tp_comm = f.overlap_tp != 0;
+  if (f.overlap_grad >= 0) p->overlap_grad_reduce = f.overlap_grad != 0;
+  if (f.overlap_param >= 0) p->overlap_param_gather = f.overlap_param != 0;
+  flag_enum(f.recompute, "--recompute", parse_recompute, &p->recompute, "none, selective, full", d);
+  flag_enum(f.schedule, "--schedule", parse_schedule, &p->schedule, "1f1b, interleaved, zb-h1", d);
+  flag_enum(f.precision, "--precision", parse_precision, &p->precision, "bf16, fp8", d);
+  flag_enum(f.cp_comm, "--cp-comm", parse_cp_comm, &p->cp_comm, "ring, allgather", d);
+  flag_enum(f.attention, "--attention", parse_attention, &p->attention, "flash, unfused", d);
+  if (f.vpp != kUnset && f.vpp > 1 && f.schedule.empty())
+    p->schedule = ScheduleKind::kInterleaved1F1B;
+}
+
+/// Plan fields given by flag are named as flags, the rest by their place in the scenario file.
+FieldLocator locator_for(const LayoutFlags& f) {
+  if (f.scenario.empty()) return flag_locator();
+  const FieldLocator in_file = json_locator(f.scenario + ":");
+  const std::map<std::string, bool> by_flag = {{"tp", f.tp != kUnset},
+                                               {"pp", f.pp != kUnset},
+                                               {"dp", f.dp != kUnset},
+                                               {"cp", f.cp != kUnset},
+                                               {"ep", f.ep != kUnset},
+                                               {"etp", f.etp != kUnset},
+                                               {"vpp", f.vpp != kUnset},
+                                               {"mbs", f.mbs != kUnset},
+                                               {"gbs", f.gbs != kUnset},
+                                               {"seq", f.seq != kUnset},
+                                               {"gpus", f.gpus != kUnset},
+                                               {"sp", f.sp >= 0},
+                                               {"zero", f.zero != kUnset},
+                                               {"schedule", !f.schedule.empty()},
+                                               {"precision", !f.precision.empty()}};
+  return [by_flag, in_file](const char* field) {
+    auto it = by_flag.find(field);
+    return it != by_flag.end() && it->second ? std::string("--") + field : in_file(field);
+  };
 }
 
 }  // namespace
@@ -152,65 +268,60 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f) {
     sc = s.value();
   }
   ParallelPlan& p = sc.plan;
-  auto set = [](int v, int* t) { if (v > 0) *t = v; };
-  set(f.tp, &p.tp); set(f.pp, &p.pp); set(f.cp, &p.cp); set(f.ep, &p.ep); set(f.etp, &p.etp);
-  set(f.vpp, &p.vpp); set(f.mbs, &p.micro_batch);
-  if (f.gbs > 0) p.global_batch = f.gbs;
-  if (f.seq > 0) p.seq_len = f.seq;
-  for (auto [v, name] : {std::pair{f.tp, "--tp"}, {f.pp, "--pp"}, {f.dp, "--dp"}, {f.cp, "--cp"}, {f.ep, "--ep"},
-                         {f.etp, "--etp"}, {f.vpp, "--vpp"}, {f.mbs, "--mbs"}, {f.gpus, "--gpus"}})
-    if (v < 0) d.push_back({name, std::string(name + 2) + " must be positive, got " + std::to_string(v), ""});
-  if (f.gbs < 0) d.push_back({"--gbs", "gbs must be positive, got " + std::to_string(f.gbs), ""});
-  if (f.seq < 0) d.push_back({"--seq", "seq must be positive, got " + std::to_string(f.seq), ""});
-  if (f.sp >= 0) p.sequence_parallel = f.sp != 0;
-  if (f.fsdp >= 0) p.fsdp = f.fsdp != 0;
-  if (f.zero >= 0) p.zero_stage = f.zero;
-  if (f.overlap_tp >= 0) p.overlap_tp_comm = f.overlap_tp != 0;
-  if (f.overlap_grad >= 0) p.overlap_grad_reduce = f.overlap_grad != 0;
-  if (f.overlap_param >= 0) p.overlap_param_gather = f.overlap_param != 0;
-  flag_enum(f.recompute, "--recompute", parse_recompute, &p.recompute, "none, selective, full", &d);
-  flag_enum(f.schedule, "--schedule", parse_schedule, &p.schedule, "1f1b, interleaved, zb-h1", &d);
-  flag_enum(f.precision, "--precision", parse_precision, &p.precision, "bf16, fp8", &d);
-  if (f.vpp > 1 && f.schedule.empty()) p.schedule = ScheduleKind::kInterleaved1F1B;
+  apply_numeric_flags(f, &p, &d);
+  const FieldLocator locate = locator_for(f);
 
   // Model and hardware.
   ResolvedRun run;
   const std::string model_name = !f.model.empty() ? f.model : sc.model_name.value_or("");
+  bool have_model = true, have_hw = true;
   if (!model_name.empty()) {
     auto m = resolve_model(model_name, f.model.empty() ? f.scenario + ":/model" : "--model");
-    if (m) run.model = m.value(); else d.insert(d.end(), m.errors().begin(), m.errors().end());
+    if (m)
+      run.model = m.value();
+    else
+      d.insert(d.end(), m.errors().begin(), m.errors().end()), have_model = false;
   } else if (sc.model) {
     run.model = *sc.model;
   } else {
-    auto m = resolve_model("llama3.1-70b", "--model");
-    run.model = m.value();
+    run.model = resolve_model("llama3.1-70b", "--model").value();
   }
   auto profiles = load_profiles(f.profiles_dir);
   if (!profiles) return profiles.errors();
   const std::string gpu = !f.cluster.empty() ? f.cluster : sc.gpu.value_or("h100-sxm-80gb");
-  auto hw = find_profile(profiles.value(), gpu, f.cluster.empty() && sc.gpu ? f.scenario + ":/cluster/gpu" : "--cluster");
-  if (hw) run.cluster.hw = hw.value(); else d.insert(d.end(), hw.errors().begin(), hw.errors().end());
+  auto hw = find_profile(profiles.value(), gpu,
+                         f.cluster.empty() && sc.gpu ? f.scenario + ":/cluster/gpu" : "--cluster");
+  if (hw)
+    run.cluster.hw = hw.value();
+  else
+    d.insert(d.end(), hw.errors().begin(), hw.errors().end()), have_hw = false;
 
   // GPU count and dp: either may be derived from the other.
-  const int model_par = p.tp * p.pp * p.cp;
-  const bool dp_given = f.dp > 0 || sc.dp_given;
-  if (f.dp > 0) p.dp = f.dp;
-  int gpus = f.gpus > 0 ? f.gpus : sc.num_gpus.value_or(0);
+  const int model_par = std::max(1, p.tp) * std::max(1, p.pp) * std::max(1, p.cp);
+  const bool dp_given = f.dp != kUnset || sc.dp_given;
+  int gpus = f.gpus != kUnset ? static_cast<int>(f.gpus) : sc.num_gpus.value_or(0);
+  bool gpus_error = false;
   if (!dp_given) {
-    if (gpus == 0) gpus = 64;
-    if (model_par > 0 && gpus % model_par != 0)
-      d.push_back({"--gpus", "gpus=" + std::to_string(gpus) + " is not a multiple of tp*pp*cp=" + std::to_string(model_par),
+    if (gpus <= 0) gpus = 64;
+    p.dp = std::max(1, gpus / model_par);
+    if (gpus % model_par != 0) {
+      d.push_back({locate("gpus"),
+                   "gpus=" + std::to_string(gpus) +
+                       " is not a multiple of tp*pp*cp=" + std::to_string(model_par),
                    "pick --gpus as a multiple of " + std::to_string(model_par) + " or give --dp"});
-    else if (model_par > 0)
-      p.dp = gpus / model_par;
-  } else if (gpus == 0) {
+      gpus_error = true;
+    }
+  } else if (gpus <= 0) {
     gpus = p.gpus();
   }
   run.cluster.num_gpus = gpus;
-  if (!d.empty()) return d;
   run.plan = p;
-  auto v = validate_plan(run.model, run.cluster, run.plan);
-  if (!v.empty()) return v;
+  // Check the plan too, so one run reports every problem; the gpus mismatch is said once.
+  if (have_model && have_hw) {
+    for (auto& e : validate_plan(run.model, run.cluster, run.plan, locate))
+      if (!(gpus_error && e.what.rfind("gpus=", 0) == 0)) d.push_back(std::move(e));
+  }
+  if (!d.empty()) return d;
   return run;
 }
 

@@ -3,6 +3,7 @@
 /// name or path, the layout flags of `parallax simulate`, and atomic output files.
 
 #include <CLI/CLI.hpp>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -24,12 +25,16 @@ Result<std::vector<HwProfile>> load_profiles(const std::string& extra_dir);
 /// A zoo name, a model JSON in our format, or a Hugging Face config.json.
 Result<ModelSpec> resolve_model(const std::string& name_or_path, const std::string& where);
 
+/// A numeric flag not given on the command line.
+inline constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
+
 /// Flags shared by simulate (and later plan): unset values stay at their sentinel.
 struct LayoutFlags {
-  std::string model, cluster, scenario, recompute, schedule, precision, profiles_dir;
-  int gpus = 0, tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, etp = 0, vpp = 0, mbs = 0, zero = -1;
-  int64_t gbs = 0, seq = 0;
-  int sp = -1, fsdp = -1, overlap_tp = -1, overlap_grad = -1, overlap_param = -1;
+  std::string model, cluster, scenario, recompute, schedule, precision, cp_comm, attention;
+  std::string profiles_dir;
+  int64_t gpus = kUnset, tp = kUnset, pp = kUnset, dp = kUnset, cp = kUnset, ep = kUnset;
+  int64_t etp = kUnset, vpp = kUnset, mbs = kUnset, zero = kUnset, gbs = kUnset, seq = kUnset;
+  int sp = -1, fsdp = -1, overlap_tp = -1, overlap_grad = -1, overlap_param = -1;  ///< 1/0
 };
 void add_layout_flags(CLI::App* cmd, LayoutFlags* f);
 

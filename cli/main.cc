@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("parallax 0.1.0"));
   app.footer(
       "Examples:\n"
-      "  parallax simulate --model llama3.1-70b --cluster h100-sxm-80gb --gpus 64 --tp 8 --gbs 128 --seq 8192\n"
+      "  parallax simulate --model llama3.1-70b --cluster h100-sxm-80gb --gpus 64 --tp 8 --gbs 128 "
+      "--seq 8192\n"
       "  parallax simulate --scenario examples/llama3.1-405b-16k-h100.json --format json\n"
       "  parallax validate ../shared/validation/public-training.jsonl\n"
       "  parallax models\n"

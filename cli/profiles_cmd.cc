@@ -8,18 +8,29 @@
 namespace parallax::cli {
 
 void add_profiles_command(CLI::App& app, int* exit_code) {
-  struct Opts { std::string name, format = "table", profiles_dir; };
+  struct Opts {
+    std::string name, format = "table", profiles_dir;
+  };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("profiles", "List hardware profiles, or show one with the source of every number");
+  CLI::App* cmd = app.add_subcommand(
+      "profiles", "List hardware profiles, or show one with the source of every number");
   cmd->add_option("name", o->name, "show this profile in full (JSON with sources)");
-  cmd->add_option("--format", o->format, "output format: table | json")->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("--profiles-dir", o->profiles_dir, "directory of extra hardware profiles (*.json)");
+  cmd->add_option("--format", o->format, "output format: table | json")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--profiles-dir", o->profiles_dir,
+                  "directory of extra hardware profiles (*.json)");
   cmd->callback([o, exit_code] {
     auto profiles = load_profiles(o->profiles_dir);
-    if (!profiles) { *exit_code = report_errors(profiles.errors()); return; }
+    if (!profiles) {
+      *exit_code = report_errors(profiles.errors());
+      return;
+    }
     if (!o->name.empty()) {
       auto p = find_profile(profiles.value(), o->name, "profile");
-      if (!p) { *exit_code = report_errors(p.errors()); return; }
+      if (!p) {
+        *exit_code = report_errors(p.errors());
+        return;
+      }
       std::cout << to_json(p.value()).dump(2) << "\n";
       *exit_code = 0;
       return;
@@ -29,10 +40,12 @@ void add_profiles_command(CLI::App& app, int* exit_code) {
       for (const auto& p : profiles.value()) out.push_back(to_json(p));
       std::cout << out.dump(2) << "\n";
     } else {
-      std::printf("%-20s %9s %9s %7s %9s %8s %6s %8s  %s\n", "name", "bf16 TF", "fp8 TF", "HBM GiB", "HBM GB/s", "SU GB/s", "domain", "NIC GB/s", "description");
+      std::printf("%-20s %9s %9s %7s %9s %8s %6s %8s  %s\n", "name", "bf16 TF", "fp8 TF", "HBM GiB",
+                  "HBM GB/s", "SU GB/s", "domain", "NIC GB/s", "description");
       for (const auto& p : profiles.value())
-        std::printf("%-20s %9.0f %9.0f %7.0f %9.0f %8.0f %6d %8.0f  %s%s\n", p.name.c_str(), p.bf16_tflops, p.fp8_tflops, p.hbm_gib,
-                    p.hbm_bw_gbps, p.scale_up_bw_gbps, p.scale_up_domain, p.scale_out_bw_gbps, p.description.c_str(),
+        std::printf("%-20s %9.0f %9.0f %7.0f %9.0f %8.0f %6d %8.0f  %s%s\n", p.name.c_str(),
+                    p.bf16_tflops, p.fp8_tflops, p.hbm_gib, p.hbm_bw_gbps, p.scale_up_bw_gbps,
+                    p.scale_up_domain, p.scale_out_bw_gbps, p.description.c_str(),
                     p.measured ? " [measured]" : "");
     }
     *exit_code = 0;

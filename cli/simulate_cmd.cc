@@ -15,27 +15,43 @@ void add_simulate_command(CLI::App& app, int* exit_code) {
     bool full_ranks = false;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("simulate", "Predict step time, throughput, MFU and memory of one training layout");
+  CLI::App* cmd = app.add_subcommand(
+      "simulate", "Predict step time, throughput, MFU and memory of one training layout");
   add_layout_flags(cmd, &o->layout);
-  cmd->add_option("--format", o->format, "output format: table | json")->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--format", o->format, "output format: table | json")
+      ->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace of the step to this file");
-  cmd->add_flag("--full-ranks", o->full_ranks, "simulate every rank instead of one per pipeline stage (slow; for checks)");
-  cmd->footer("Defaults: llama3.1-70b on 64 x h100-sxm-80gb, tp8 dp8, mbs 1, gbs 128, seq 8192, SP, full recompute, ZeRO-1.\n"
-              "Exit code: 0 fits in memory, 1 out of memory, 2 bad input.");
+  cmd->add_flag("--full-ranks", o->full_ranks,
+                "simulate every rank instead of one per pipeline stage (slow; for checks)");
+  cmd->footer(
+      "Defaults: llama3.1-70b on 64 x h100-sxm-80gb, tp8 dp8, mbs 1, gbs 128, seq 8192, SP, full "
+      "recompute, ZeRO-1.\n"
+      "Exit code: 0 fits in memory, 1 out of memory, 2 bad input.");
   cmd->callback([o, exit_code] {
     auto run = resolve_run(o->layout);
-    if (!run) { *exit_code = report_errors(run.errors()); return; }
+    if (!run) {
+      *exit_code = report_errors(run.errors());
+      return;
+    }
     SimulationOptions opt;
     opt.full_ranks = o->full_ranks;
     opt.record_trace = !o->trace.empty();
     auto rep = simulate(run->model, run->cluster, run->plan, opt);
-    if (!rep) { *exit_code = report_errors(rep.errors()); return; }
+    if (!rep) {
+      *exit_code = report_errors(rep.errors());
+      return;
+    }
     if (!o->trace.empty()) {
       auto w = write_file_atomic(o->trace, chrome_trace(rep.value()).dump());
-      if (!w) { *exit_code = report_errors(w.errors()); return; }
+      if (!w) {
+        *exit_code = report_errors(w.errors());
+        return;
+      }
     }
-    if (o->format == "json") std::cout << to_json(rep.value()).dump(2) << "\n";
-    else std::cout << format_table(rep.value());
+    if (o->format == "json")
+      std::cout << to_json(rep.value()).dump(2) << "\n";
+    else
+      std::cout << format_table(rep.value());
     *exit_code = rep->fits ? 0 : 1;
   });
 }

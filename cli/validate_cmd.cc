@@ -22,53 +22,91 @@ Result<std::vector<MeasuredRun>> read_records(const std::string& path) {
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(n);
-    auto j = parse_json(line, where);
-    if (!j) { d.insert(d.end(), j.errors().begin(), j.errors().end()); continue; }
+    auto j = parse_json(line, path, n);
+    if (!j) {
+      d.insert(d.end(), j.errors().begin(), j.errors().end());
+      continue;
+    }
     auto r = measured_run_from_json(j.value(), where + ":");
-    if (!r) { d.insert(d.end(), r.errors().begin(), r.errors().end()); continue; }
+    if (!r) {
+      d.insert(d.end(), r.errors().begin(), r.errors().end());
+      continue;
+    }
     runs.push_back(r.value());
   }
   if (!d.empty()) return d;
-  if (runs.empty()) return Diagnostic{path, "no records", "one JSON object per line, see ../shared/validation/SCHEMA.md"};
+  if (runs.empty())
+    return Diagnostic{path, "no records",
+                      "one JSON object per line, see ../shared/validation/SCHEMA.md"};
   return runs;
 }
 
 void print_table(const ValidationSummary& s) {
   std::printf("%-40s %-22s %12s %12s %9s\n", "id", "metric", "measured", "predicted", "error");
   for (const auto& r : s.rows)
-    std::printf("%-40s %-22s %12.4g %12.4g %+8.1f%%%s\n", r.id.c_str(), r.metric.c_str(), r.measured, r.predicted,
-                100 * r.error, r.fits ? "" : "  (filled plan does not fit in memory)");
-  std::printf("\nn=%zu  MAPE %.1f%%  max |error| %.1f%%\n", s.rows.size(), 100 * s.mape, 100 * s.max_abs_error);
+    std::printf("%-40s %-22s %12.4g %12.4g %+8.1f%%%s\n", r.id.c_str(), r.metric.c_str(),
+                r.measured, r.predicted, 100 * r.error,
+                r.fits ? "" : "  (filled plan does not fit in memory)");
+  std::printf("\nn=%zu  MAPE %.1f%%  max |error| %.1f%%\n", s.rows.size(), 100 * s.mape,
+              100 * s.max_abs_error);
 }
 
 }  // namespace
 
 void add_validate_command(CLI::App& app, int* exit_code) {
-  struct Opts { std::string file, format = "table", profiles_dir; };
+  struct Opts {
+    std::string file, format = "table", profiles_dir;
+  };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("validate", "Predict measured runs (JSON Lines, ../shared/validation/SCHEMA.md) and report the error");
+  CLI::App* cmd = app.add_subcommand(
+      "validate",
+      "Predict measured runs (JSON Lines, ../shared/validation/SCHEMA.md) and report the error");
   cmd->add_option("file", o->file, "records, one JSON object per line")->required();
-  cmd->add_option("--format", o->format, "output format: table | json")->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("--profiles-dir", o->profiles_dir, "directory of extra hardware profiles (*.json)");
+  cmd->add_option("--format", o->format, "output format: table | json")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--profiles-dir", o->profiles_dir,
+                  "directory of extra hardware profiles (*.json)");
   cmd->footer(std::string("Fill rule: ") + kFillRule);
   cmd->callback([o, exit_code] {
     auto runs = read_records(o->file);
-    if (!runs) { *exit_code = report_errors(runs.errors()); return; }
+    if (!runs) {
+      *exit_code = report_errors(runs.errors());
+      return;
+    }
     auto profiles = load_profiles(o->profiles_dir);
-    if (!profiles) { *exit_code = report_errors(profiles.errors()); return; }
+    if (!profiles) {
+      *exit_code = report_errors(profiles.errors());
+      return;
+    }
     std::vector<ValidationRow> rows;
     Diagnostics d;
     for (const auto& r : runs.value()) {
       auto row = predict_record(r, profiles.value());
-      if (row) rows.push_back(row.value()); else d.insert(d.end(), row.errors().begin(), row.errors().end());
+      if (row)
+        rows.push_back(row.value());
+      else
+        d.insert(d.end(), row.errors().begin(), row.errors().end());
     }
-    if (!d.empty()) { *exit_code = report_errors(d); return; }
+    if (!d.empty()) {
+      *exit_code = report_errors(d);
+      return;
+    }
     const ValidationSummary s = summarize(std::move(rows));
     if (o->format == "json") {
       Json recs = Json::array();
       for (const auto& r : s.rows)
-        recs.push_back({{"id", r.id}, {"metric", r.metric}, {"measured", r.measured}, {"predicted", r.predicted}, {"error", r.error}});
-      std::cout << Json{{"records", recs}, {"mape", s.mape}, {"max_abs_error", s.max_abs_error}, {"n", s.rows.size()}, {"fill_rule", kFillRule}}.dump(2) << "\n";
+        recs.push_back({{"id", r.id},
+                        {"metric", r.metric},
+                        {"measured", r.measured},
+                        {"predicted", r.predicted},
+                        {"error", r.error}});
+      std::cout << Json{{"records", recs},
+                        {"mape", s.mape},
+                        {"max_abs_error", s.max_abs_error},
+                        {"n", s.rows.size()},
+                        {"fill_rule", kFillRule}}
+                       .dump(2)
+                << "\n";
     } else {
       std::printf("fill rule: %s\n\n", kFillRule);
       print_table(s);

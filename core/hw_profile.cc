@@ -5,10 +5,15 @@ namespace parallax {
 Diagnostics validate_profile(const HwProfile& p, const std::string& where) {
   Diagnostics out;
   auto pos = [&](const char* f, double v) {
-    if (!(v > 0)) out.push_back({where + "/" + f, std::string(f) + " must be positive, got " + std::to_string(v), ""});
+    if (!(v > 0))
+      out.push_back(
+          {where + "/" + f, std::string(f) + " must be positive, got " + std::to_string(v), ""});
   };
   auto frac = [&](const char* f, double v) {
-    if (!(v > 0 && v <= 1)) out.push_back({where + "/" + f, std::string(f) + " must be in (0, 1], got " + std::to_string(v), "an achieved fraction of peak"});
+    if (!(v > 0 && v <= 1))
+      out.push_back({where + "/" + f,
+                     std::string(f) + " must be in (0, 1], got " + std::to_string(v),
+                     "an achieved fraction of peak"});
   };
   pos("bf16_tflops", p.bf16_tflops);
   if (p.fp8_tflops < 0) out.push_back({where + "/fp8_tflops", "must be >= 0", "0 means no fp8"});
@@ -30,8 +35,10 @@ Diagnostics validate_profile(const HwProfile& p, const std::string& where) {
   frac("scale_out_efficiency", p.scale_out_efficiency);
   if (p.scale_up_domain > 0 && p.gpus_per_node > 0 && p.scale_up_domain % p.gpus_per_node != 0 &&
       p.gpus_per_node % p.scale_up_domain != 0) {
-    out.push_back({where + "/scale_up_domain", "scale_up_domain=" + std::to_string(p.scale_up_domain) +
-                   " and gpus_per_node=" + std::to_string(p.gpus_per_node) + " must divide one another", ""});
+    out.push_back({where + "/scale_up_domain",
+                   "scale_up_domain=" + std::to_string(p.scale_up_domain) + " and gpus_per_node=" +
+                       std::to_string(p.gpus_per_node) + " must divide one another",
+                   ""});
   }
   return out;
 }
@@ -40,11 +47,16 @@ const char* to_string(Precision p) { return p == Precision::kFp8 ? "fp8" : "bf16
 
 const char* to_string(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::kAllReduce: return "all_reduce";
-    case CollectiveOp::kAllGather: return "all_gather";
-    case CollectiveOp::kReduceScatter: return "reduce_scatter";
-    case CollectiveOp::kAllToAll: return "all_to_all";
-    case CollectiveOp::kSendRecv: return "send_recv";
+    case CollectiveOp::kAllReduce:
+      return "all_reduce";
+    case CollectiveOp::kAllGather:
+      return "all_gather";
+    case CollectiveOp::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveOp::kAllToAll:
+      return "all_to_all";
+    case CollectiveOp::kSendRecv:
+      return "send_recv";
   }
   return "?";
 }

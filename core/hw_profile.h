@@ -41,11 +41,13 @@ struct HwProfile {
   bool measured = false;    ///< written by `parallax calibrate`
 
   // Compute.
-  double bf16_tflops = 0;   ///< dense tensor-core peak
-  double fp8_tflops = 0;    ///< dense; 0 when the part has no fp8
-  int sm_count = 0;         ///< streaming multiprocessors (or AI cores) for wave quantization
-  int gemm_tile_m = 128;    ///< typical output tile of the vendor GEMM library
+  double bf16_tflops = 0;  ///< dense tensor-core peak
+  double fp8_tflops = 0;   ///< dense; 0 when the part has no fp8
+  int sm_count = 0;        ///< streaming multiprocessors (or AI cores) for wave quantization
+  int gemm_tile_m = 128;   ///< typical output tile of the vendor GEMM library
   int gemm_tile_n = 128;
+  int gemm_k_overhead =
+      0;  ///< K-elements' worth of time each output tile spends outside the mainloop
   double gemm_efficiency = 0;      ///< achieved/peak on large, aligned GEMMs (library benchmarks)
   double fp8_gemm_efficiency = 0;  ///< same for fp8
   double attention_fwd_efficiency = 0;  ///< fused (flash) attention forward, achieved/peak
@@ -54,17 +56,17 @@ struct HwProfile {
 
   // Memory.
   double hbm_gib = 0;
-  double hbm_bw_gbps = 0;          ///< GB/s
-  double hbm_efficiency = 0;       ///< achieved/peak for streaming kernels
-  double reserved_gib = 0;         ///< runtime context, allocator fragmentation
+  double hbm_bw_gbps = 0;     ///< GB/s
+  double hbm_efficiency = 0;  ///< achieved/peak for streaming kernels
+  double reserved_gib = 0;    ///< runtime context, allocator fragmentation
 
   // Interconnect. Bandwidths are unidirectional per GPU in GB/s.
   int gpus_per_node = 0;
-  int scale_up_domain = 0;         ///< GPUs sharing one NVLink/NVSwitch domain (8, or 72 for NVL72)
+  int scale_up_domain = 0;  ///< GPUs sharing one NVLink/NVSwitch domain (8, or 72 for NVL72)
   double scale_up_bw_gbps = 0;
   double scale_up_efficiency = 0;  ///< achieved bus bandwidth / nominal for large messages
   double scale_up_latency_us = 0;
-  double scale_out_bw_gbps = 0;    ///< NIC bandwidth per GPU
+  double scale_out_bw_gbps = 0;  ///< NIC bandwidth per GPU
   double scale_out_efficiency = 0;
   double scale_out_latency_us = 0;
 
@@ -75,7 +77,9 @@ struct HwProfile {
   std::vector<GemmSample> gemm_samples;
   std::vector<CollectiveSample> collective_samples;
 
-  double peak_tflops(Precision p) const { return p == Precision::kFp8 && fp8_tflops > 0 ? fp8_tflops : bf16_tflops; }
+  double peak_tflops(Precision p) const {
+    return p == Precision::kFp8 && fp8_tflops > 0 ? fp8_tflops : bf16_tflops;
+  }
 };
 
 /// Checks a profile for missing or impossible numbers; `where` prefixes diagnostics.

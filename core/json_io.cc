@@ -1,40 +1,55 @@
 #include "core/json_io.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/builtin_profiles.h"
 #include "core/names.h"
 
 namespace parallax {
 
-Result<Json> parse_json(const std::string& text, const std::string& where) {
+Result<Json> parse_json(const std::string& text, const std::string& where, int first_line) {
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
     // Recover line and column from the byte offset.
-    size_t line = 1, col = 1;
+    size_t line = static_cast<size_t>(std::max(1, first_line)), col = 1;
     for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
     }
     std::string what = e.what();
     auto pos = what.find("syntax error");
     return Diagnostic{where + ":" + std::to_string(line) + ":" + std::to_string(col),
-                      "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)), ""};
+                      "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)),
+                      ""};
   }
 }
 
 JsonFields::JsonFields(const Json& obj, std::string where, Diagnostics* out)
     : obj_(obj), where_(std::move(where)), out_(out) {
-  if (!obj_.is_object()) out_->push_back({where_, std::string("expected an object, got ") + obj_.type_name(), ""});
+  if (!obj_.is_object())
+    out_->push_back({where_, std::string("expected an object, got ") + obj_.type_name(), ""});
+}
+
+void JsonFields::reject_unknown(const std::vector<std::string>& known) {
+  if (!obj_.is_object()) return;
+  for (const auto& [key, v] : obj_.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    out_->push_back(
+        {where_ + "/" + key, "unknown key '" + key + "'", unknown_name_hint(key, known)});
+  }
 }
 
 bool JsonFields::has(const char* key) const {
   return obj_.is_object() && obj_.contains(key) && !obj_.at(key).is_null();
 }
 
-const Json* JsonFields::object(const char* key) const {
-  return has(key) ? &obj_.at(key) : nullptr;
-}
+const Json* JsonFields::object(const char* key) const { return has(key) ? &obj_.at(key) : nullptr; }
 
 const Json* JsonFields::value(const char* key, bool required) {
   if (!obj_.is_object()) return nullptr;
@@ -44,7 +59,8 @@ const Json* JsonFields::value(const char* key, bool required) {
   }
   const Json* v = &obj_.at(key);
   if (v->is_object() && v->contains("value")) {  // {"value": x, "source": "..."}
-    if (v->contains("source") && v->at("source").is_string()) sources_[key] = v->at("source").get<std::string>();
+    if (v->contains("source") && v->at("source").is_string())
+      sources_[key] = v->at("source").get<std::string>();
     v = &v->at("value");
   }
   return v;
@@ -53,11 +69,19 @@ const Json* JsonFields::value(const char* key, bool required) {
 int64_t JsonFields::integer(const char* key, std::optional<int64_t> fallback) {
   const Json* v = value(key, !fallback.has_value());
   if (!v) return fallback.value_or(0);
-  if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))
-    return static_cast<int64_t>(v->get<double>());
-  out_->push_back({path(key), std::string("expected an integer, got ") + v->dump(), ""});
-  return fallback.value_or(0);
+  if (!v->is_number() ||
+      (v->is_number_float() && std::trunc(v->get<double>()) != v->get<double>())) {
+    out_->push_back({path(key), std::string("expected an integer, got ") + v->dump(), ""});
+    return fallback.value_or(0);
+  }
+  // Every integer field (layers, widths, degrees, batch, sequence) fits in 32 bits; larger
+  // values would wrap where they are stored as int.
+  const double x = v->get<double>();
+  if (x < -2147483648.0 || x > 2147483647.0) {
+    out_->push_back({path(key), "integer out of range, got " + v->dump(), "at most 2147483647"});
+    return fallback.value_or(0);
+  }
+  return static_cast<int64_t>(x);
 }
 
 double JsonFields::number(const char* key, std::optional<double> fallback) {
@@ -110,9 +134,23 @@ std::optional<FfnAct> parse_ffn_act(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<CpComm> parse_cp_comm(const std::string& s) {
+  if (s == "ring" || s == "p2p") return CpComm::kRing;
+  if (s == "allgather" || s == "all-gather") return CpComm::kAllGather;
+  return std::nullopt;
+}
+
+std::optional<AttentionImpl> parse_attention(const std::string& s) {
+  if (s == "flash") return AttentionImpl::kFlash;
+  if (s == "unfused") return AttentionImpl::kUnfused;
+  return std::nullopt;
+}
+
 Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
   Diagnostics d;
   JsonFields f(j, where, &d);
+  f.reject_unknown({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
+                    "ffn_act", "vocab", "tied_embeddings", "moe", "mla"});
   ModelSpec m;
   m.name = f.string("name", "custom");
   m.layers = static_cast<int>(f.integer("layers"));
@@ -125,10 +163,13 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
   m.vocab = f.integer("vocab");
   m.tied_embeddings = f.boolean("tied_embeddings", false);
   const std::string act = f.string("ffn_act", "swiglu");
-  if (auto a = parse_ffn_act(act)) m.ffn_act = *a;
-  else d.push_back({f.path("ffn_act"), "unknown activation '" + act + "'", "valid: gelu, swiglu"});
+  if (auto a = parse_ffn_act(act))
+    m.ffn_act = *a;
+  else
+    d.push_back({f.path("ffn_act"), "unknown activation '" + act + "'", "valid: gelu, swiglu"});
   if (const Json* moe = f.object("moe")) {
     JsonFields e(*moe, where + "/moe", &d);
+    e.reject_unknown({"experts", "top_k", "shared_experts", "expert_ffn_hidden", "dense_layers"});
     MoeSpec s;
     s.experts = static_cast<int>(e.integer("experts"));
     s.top_k = static_cast<int>(e.integer("top_k"));
@@ -137,9 +178,12 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
     s.dense_layers = static_cast<int>(e.integer("dense_layers", 0));
     m.moe = s;
   }
-  m.ffn_hidden = f.integer("ffn_hidden", m.moe ? std::optional<int64_t>(m.moe->expert_ffn_hidden) : std::nullopt);
+  m.ffn_hidden = f.integer("ffn_hidden",
+                           m.moe ? std::optional<int64_t>(m.moe->expert_ffn_hidden) : std::nullopt);
   if (mla) {
     JsonFields a(*f.object("mla"), where + "/mla", &d);
+    a.reject_unknown(
+        {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
     MlaSpec s;
     s.q_lora_rank = static_cast<int>(a.integer("q_lora_rank", 0));
     s.kv_lora_rank = static_cast<int>(a.integer("kv_lora_rank"));
@@ -157,26 +201,46 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
 }
 
 Json to_json(const ModelSpec& m) {
-  Json j = {{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden}, {"heads", m.heads},
-            {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn_hidden", m.ffn_hidden},
-            {"ffn_act", m.ffn_act == FfnAct::kGelu ? "gelu" : "swiglu"}, {"vocab", m.vocab},
-            {"tied_embeddings", m.tied_embeddings}, {"moe", nullptr}, {"mla", nullptr}};
-  if (m.moe) j["moe"] = {{"experts", m.moe->experts}, {"top_k", m.moe->top_k},
-                         {"shared_experts", m.moe->shared_experts},
-                         {"expert_ffn_hidden", m.moe->expert_ffn_hidden},
-                         {"dense_layers", m.moe->dense_layers}};
-  if (m.mla) j["mla"] = {{"q_lora_rank", m.mla->q_lora_rank}, {"kv_lora_rank", m.mla->kv_lora_rank},
-                         {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
-                         {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
-                         {"v_head_dim", m.mla->v_head_dim}};
+  Json j = {{"name", m.name},
+            {"layers", m.layers},
+            {"hidden", m.hidden},
+            {"heads", m.heads},
+            {"kv_heads", m.kv_heads},
+            {"head_dim", m.head_dim},
+            {"ffn_hidden", m.ffn_hidden},
+            {"ffn_act", m.ffn_act == FfnAct::kGelu ? "gelu" : "swiglu"},
+            {"vocab", m.vocab},
+            {"tied_embeddings", m.tied_embeddings},
+            {"moe", nullptr},
+            {"mla", nullptr}};
+  if (m.moe)
+    j["moe"] = {{"experts", m.moe->experts},
+                {"top_k", m.moe->top_k},
+                {"shared_experts", m.moe->shared_experts},
+                {"expert_ffn_hidden", m.moe->expert_ffn_hidden},
+                {"dense_layers", m.moe->dense_layers}};
+  if (m.mla)
+    j["mla"] = {{"q_lora_rank", m.mla->q_lora_rank},
+                {"kv_lora_rank", m.mla->kv_lora_rank},
+                {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
+                {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
+                {"v_head_dim", m.mla->v_head_dim}};
   return j;
 }
 
 namespace {
 
 // The numeric fields of a profile, in file order, with their members.
-struct NumField { const char* key; double HwProfile::*member; bool required; };
-struct IntField { const char* key; int HwProfile::*member; bool required; };
+struct NumField {
+  const char* key;
+  double HwProfile::*member;
+  bool required;
+};
+struct IntField {
+  const char* key;
+  int HwProfile::*member;
+  bool required;
+};
 
 constexpr NumField kNumFields[] = {
     {"bf16_tflops", &HwProfile::bf16_tflops, true},
@@ -201,6 +265,7 @@ constexpr IntField kIntFields[] = {
     {"sm_count", &HwProfile::sm_count, true},
     {"gemm_tile_m", &HwProfile::gemm_tile_m, false},
     {"gemm_tile_n", &HwProfile::gemm_tile_n, false},
+    {"gemm_k_overhead", &HwProfile::gemm_k_overhead, false},
     {"gpus_per_node", &HwProfile::gpus_per_node, true},
     {"scale_up_domain", &HwProfile::scale_up_domain, true},
 };
@@ -217,7 +282,8 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
   if (const Json* g = f.object("gemm")) {
     for (size_t i = 0; i < g->size(); ++i) {
       JsonFields s((*g)[i], where + "/gemm/" + std::to_string(i), d);
-      GemmSample x{s.integer("m"), s.integer("n"), s.integer("k"), Precision::kBf16, s.number("tflops")};
+      GemmSample x{s.integer("m"), s.integer("n"), s.integer("k"), Precision::kBf16,
+                   s.number("tflops")};
       auto prec = parse_precision(s.string("precision", "bf16"));
       if (prec) x.precision = *prec;
       p->gemm_samples.push_back(x);
@@ -229,9 +295,13 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
       JsonFields s((*c)[i], w, d);
       CollectiveSample x;
       const std::string op = s.string("op");
-      if (auto o = parse_collective(op)) x.op = *o;
-      else d->push_back({w + "/op", "unknown collective '" + op + "'", "valid: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv"});
-      x.link = s.string("link", "scale_up") == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
+      if (auto o = parse_collective(op))
+        x.op = *o;
+      else
+        d->push_back({w + "/op", "unknown collective '" + op + "'",
+                      "valid: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv"});
+      x.link =
+          s.string("link", "scale_up") == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
       x.group_size = static_cast<int>(s.integer("group_size"));
       x.bytes = s.number("bytes");
       x.busbw_gbps = s.number("busbw_gbps");
@@ -245,14 +315,23 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
 Result<HwProfile> profile_from_json(const Json& j, const std::string& where) {
   Diagnostics d;
   JsonFields f(j, where, &d);
+  std::vector<std::string> known = {"name", "description", "measured", "measured_tables",
+                                    "date", "driver",      "notes"};
+  for (const auto& nf : kNumFields) known.push_back(nf.key);
+  for (const auto& inf : kIntFields) known.push_back(inf.key);
+  f.reject_unknown(known);
   HwProfile p;
   p.name = f.string("name");
   p.description = f.string("description", "");
   p.measured = f.boolean("measured", false);
-  for (const auto& nf : kNumFields) p.*(nf.member) = f.number(nf.key, nf.required ? std::nullopt : std::optional<double>(p.*(nf.member)));
+  for (const auto& nf : kNumFields)
+    p.*(nf.member) =
+        f.number(nf.key, nf.required ? std::nullopt : std::optional<double>(p.*(nf.member)));
   for (const auto& inf : kIntFields)
-    p.*(inf.member) = static_cast<int>(f.integer(inf.key, inf.required ? std::nullopt : std::optional<int64_t>(p.*(inf.member))));
-  if (const Json* t = f.object("measured_tables")) read_tables(*t, where + "/measured_tables", &p, &d);
+    p.*(inf.member) = static_cast<int>(
+        f.integer(inf.key, inf.required ? std::nullopt : std::optional<int64_t>(p.*(inf.member))));
+  if (const Json* t = f.object("measured_tables"))
+    read_tables(*t, where + "/measured_tables", &p, &d);
   p.sources = f.sources();
   if (!d.empty()) return d;
   auto v = validate_profile(p, where);
@@ -271,10 +350,17 @@ Json to_json(const HwProfile& p) {
   if (!p.gemm_samples.empty() || !p.collective_samples.empty()) {
     Json g = Json::array(), c = Json::array();
     for (const auto& s : p.gemm_samples)
-      g.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"precision", to_string(s.precision)}, {"tflops", s.tflops}});
+      g.push_back({{"m", s.m},
+                   {"n", s.n},
+                   {"k", s.k},
+                   {"precision", to_string(s.precision)},
+                   {"tflops", s.tflops}});
     for (const auto& s : p.collective_samples)
-      c.push_back({{"op", to_string(s.op)}, {"link", to_string(s.link)}, {"group_size", s.group_size},
-                   {"bytes", s.bytes}, {"busbw_gbps", s.busbw_gbps}});
+      c.push_back({{"op", to_string(s.op)},
+                   {"link", to_string(s.link)},
+                   {"group_size", s.group_size},
+                   {"bytes", s.bytes},
+                   {"busbw_gbps", s.busbw_gbps}});
     j["measured_tables"] = {{"gemm", g}, {"collectives", c}};
   }
   return j;
@@ -284,11 +370,17 @@ Result<std::vector<HwProfile>> builtin_profiles() {
   std::vector<HwProfile> out;
   Diagnostics d;
   for (const auto& [stem, text] : builtin_profile_texts()) {
-    const std::string where = "hw_profiles/" + stem + ".json";
-    auto j = parse_json(text, where);
-    if (!j) { d.insert(d.end(), j.errors().begin(), j.errors().end()); continue; }
-    auto p = profile_from_json(*j, where);
-    if (!p) { d.insert(d.end(), p.errors().begin(), p.errors().end()); continue; }
+    const std::string file = "hw_profiles/" + stem + ".json";
+    auto j = parse_json(text, file);
+    if (!j) {
+      d.insert(d.end(), j.errors().begin(), j.errors().end());
+      continue;
+    }
+    auto p = profile_from_json(*j, file + ":");
+    if (!p) {
+      d.insert(d.end(), p.errors().begin(), p.errors().end());
+      continue;
+    }
     out.push_back(std::move(p).value());
   }
   if (!d.empty()) return d;
@@ -302,59 +394,86 @@ Result<HwProfile> find_profile(const std::vector<HwProfile>& profiles, const std
     if (p.name == name) return p;
     names.push_back(p.name);
   }
-  return Diagnostic{where, "unknown hardware profile '" + name + "'", unknown_name_hint(name, names)};
+  return Diagnostic{where, "unknown hardware profile '" + name + "'",
+                    unknown_name_hint(name, names)};
 }
 
-Result<Scenario> scenario_from_json(const Json& j, const std::string& where, ParallelPlan defaults) {
+namespace {
+
+/// Reads an optional enum-valued field; an unknown name is reported with the valid ones.
+template <typename E, typename Parse>
+void read_enum(JsonFields& f, const char* key, Parse parse, E* target, const char* valid,
+               Diagnostics* d) {
+  if (!f.has(key)) return;
+  const std::string v = f.string(key);
+  if (auto k = parse(v))
+    *target = *k;
+  else
+    d->push_back({f.path(key), "unknown " + std::string(key) + " '" + v + "'",
+                  std::string("valid: ") + valid});
+}
+
+}  // namespace
+
+Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
+                                    ParallelPlan defaults) {
   Diagnostics d;
   JsonFields f(j, where, &d);
+  f.reject_unknown({"model", "cluster", "parallel", "batch", "seq_len", "recompute", "precision",
+                    "attention", "overlap", "notes"});
   Scenario s;
   s.plan = defaults;
   ParallelPlan& p = s.plan;
   if (f.has("model")) {
     const Json& m = *f.object("model");
-    if (m.is_string()) s.model_name = m.get<std::string>();
-    else if (auto r = model_from_json(m, where + "/model")) s.model = r.value();
-    else d.insert(d.end(), r.errors().begin(), r.errors().end());
+    if (m.is_string())
+      s.model_name = m.get<std::string>();
+    else if (auto r = model_from_json(m, where + "/model"))
+      s.model = r.value();
+    else
+      d.insert(d.end(), r.errors().begin(), r.errors().end());
   }
   if (const Json* c = f.object("cluster")) {
     JsonFields cf(*c, where + "/cluster", &d);
+    cf.reject_unknown({"gpu", "num_gpus", "gpus_per_node"});
     if (cf.has("gpu")) s.gpu = cf.string("gpu");
     if (cf.has("num_gpus")) s.num_gpus = static_cast<int>(cf.integer("num_gpus"));
   }
   if (const Json* par = f.object("parallel")) {
     JsonFields pf(*par, where + "/parallel", &d);
+    pf.reject_unknown({"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sequence_parallel", "fsdp",
+                       "zero", "distributed_optimizer", "schedule", "cp_comm"});
     auto deg = [&](const char* k, int* v) { *v = static_cast<int>(pf.integer(k, *v)); };
-    deg("tp", &p.tp); deg("pp", &p.pp); deg("cp", &p.cp); deg("ep", &p.ep); deg("etp", &p.etp); deg("vpp", &p.vpp);
-    if (pf.has("dp")) { p.dp = static_cast<int>(pf.integer("dp")); s.dp_given = true; }
+    deg("tp", &p.tp);
+    deg("pp", &p.pp);
+    deg("cp", &p.cp);
+    deg("ep", &p.ep);
+    deg("etp", &p.etp);
+    deg("vpp", &p.vpp);
+    if (pf.has("dp")) {
+      p.dp = static_cast<int>(pf.integer("dp"));
+      s.dp_given = true;
+    }
     p.sequence_parallel = pf.boolean("sequence_parallel", p.sequence_parallel);
     p.fsdp = pf.boolean("fsdp", p.fsdp);
     p.zero_stage = static_cast<int>(pf.integer("zero", p.zero_stage));
     if (pf.boolean("distributed_optimizer", false)) p.zero_stage = std::max(p.zero_stage, 1);
-    if (pf.has("schedule")) {
-      const std::string sch = pf.string("schedule");
-      if (auto k = parse_schedule(sch)) p.schedule = *k;
-      else d.push_back({pf.path("schedule"), "unknown schedule '" + sch + "'", "valid: 1f1b, interleaved, zb-h1"});
-    }
+    read_enum(pf, "schedule", parse_schedule, &p.schedule, "1f1b, interleaved, zb-h1", &d);
+    read_enum(pf, "cp_comm", parse_cp_comm, &p.cp_comm, "ring, allgather", &d);
   }
   if (const Json* b = f.object("batch")) {
     JsonFields bf(*b, where + "/batch", &d);
+    bf.reject_unknown({"micro_batch", "global_batch"});
     p.micro_batch = static_cast<int>(bf.integer("micro_batch", p.micro_batch));
     p.global_batch = bf.integer("global_batch", p.global_batch);
   }
   p.seq_len = f.integer("seq_len", p.seq_len);
-  if (f.has("recompute")) {
-    const std::string r = f.string("recompute");
-    if (auto k = parse_recompute(r)) p.recompute = *k;
-    else d.push_back({f.path("recompute"), "unknown recompute mode '" + r + "'", "valid: none, selective, full"});
-  }
-  if (f.has("precision")) {
-    const std::string r = f.string("precision");
-    if (auto k = parse_precision(r)) p.precision = *k;
-    else d.push_back({f.path("precision"), "unknown precision '" + r + "'", "valid: bf16, fp8"});
-  }
+  read_enum(f, "recompute", parse_recompute, &p.recompute, "none, selective, full", &d);
+  read_enum(f, "precision", parse_precision, &p.precision, "bf16, fp8", &d);
+  read_enum(f, "attention", parse_attention, &p.attention, "flash, unfused", &d);
   if (const Json* o = f.object("overlap")) {
     JsonFields of(*o, where + "/overlap", &d);
+    of.reject_unknown({"grad_reduce", "param_gather", "tp_comm"});
     p.overlap_grad_reduce = of.boolean("grad_reduce", p.overlap_grad_reduce);
     p.overlap_param_gather = of.boolean("param_gather", p.overlap_param_gather);
     p.overlap_tp_comm = of.boolean("tp_comm", p.overlap_tp_comm);
@@ -364,15 +483,28 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where, Par
 }
 
 Json plan_to_json(const ParallelPlan& p) {
-  return {{"parallel", {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep},
-                        {"etp", p.etp}, {"vpp", p.vpp}, {"sequence_parallel", p.sequence_parallel},
-                        {"zero", p.zero_stage}, {"fsdp", p.fsdp}, {"schedule", to_string(p.schedule)}}},
+  return {{"parallel",
+           {{"tp", p.tp},
+            {"pp", p.pp},
+            {"dp", p.dp},
+            {"cp", p.cp},
+            {"ep", p.ep},
+            {"etp", p.etp},
+            {"vpp", p.vpp},
+            {"sequence_parallel", p.sequence_parallel},
+            {"zero", p.zero_stage},
+            {"fsdp", p.fsdp},
+            {"schedule", to_string(p.schedule)},
+            {"cp_comm", to_string(p.cp_comm)}}},
           {"batch", {{"micro_batch", p.micro_batch}, {"global_batch", p.global_batch}}},
           {"seq_len", p.seq_len},
           {"recompute", to_string(p.recompute)},
           {"precision", to_string(p.precision)},
-          {"overlap", {{"grad_reduce", p.overlap_grad_reduce}, {"param_gather", p.overlap_param_gather},
-                       {"tp_comm", p.overlap_tp_comm}}}};
+          {"attention", to_string(p.attention)},
+          {"overlap",
+           {{"grad_reduce", p.overlap_grad_reduce},
+            {"param_gather", p.overlap_param_gather},
+            {"tp_comm", p.overlap_tp_comm}}}};
 }
 
 }  // namespace parallax

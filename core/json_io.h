@@ -16,8 +16,9 @@ namespace parallax {
 
 using Json = nlohmann::json;
 
-/// Parses text; a syntax error names `where`, line and column.
-Result<Json> parse_json(const std::string& text, const std::string& where);
+/// Parses text; a syntax error names `where`, line and column (lines counted from
+/// `first_line`, for a record that starts on that line of a larger file).
+Result<Json> parse_json(const std::string& text, const std::string& where, int first_line = 1);
 
 /// Collects typed fields from a JSON object, recording a diagnostic for each missing or mistyped
 /// one. Numbers in hw profiles may be {"value": x, "source": "..."}; `sources()` keeps the texts.
@@ -31,6 +32,8 @@ class JsonFields {
   bool boolean(const char* key, std::optional<bool> fallback = std::nullopt);
   std::string string(const char* key, std::optional<std::string> fallback = std::nullopt);
   const Json* object(const char* key) const;  ///< nullptr when absent or null
+  /// Reports each key of the object not in `known`, with the nearest known name.
+  void reject_unknown(const std::vector<std::string>& known);
   std::string path(const char* key) const { return where_ + "/" + key; }
   const std::map<std::string, std::string>& sources() const { return sources_; }
 
@@ -55,6 +58,8 @@ std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<ScheduleKind> parse_schedule(const std::string& s);
 std::optional<Precision> parse_precision(const std::string& s);
 std::optional<FfnAct> parse_ffn_act(const std::string& s);
+std::optional<CpComm> parse_cp_comm(const std::string& s);
+std::optional<AttentionImpl> parse_attention(const std::string& s);
 
 /// A scenario file: {"model": name-or-object, "cluster": {"gpu", "num_gpus"}, "parallel": {...},
 /// "batch": {...}, "seq_len", "recompute", "precision", "overlap": {...}}. Fields left out keep

@@ -22,12 +22,15 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   Diagnostics d;
   JsonFields f(j, where, &d);
   MeasuredRun r;
+  r.where = where;
   r.id = f.string("id");
   r.source = f.string("source", "");
   if (const Json* m = f.object("model")) {
     auto mr = model_from_json(*m, where + "/model");
-    if (mr) r.model = mr.value();
-    else d.insert(d.end(), mr.errors().begin(), mr.errors().end());
+    if (mr)
+      r.model = mr.value();
+    else
+      d.insert(d.end(), mr.errors().begin(), mr.errors().end());
   } else {
     d.push_back({f.path("model"), "missing", ""});
   }
@@ -61,25 +64,48 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   }
   if (f.has("recompute")) {
     const std::string rc = f.string("recompute");
-    if (auto k = parse_recompute(rc)) r.recompute = *k;
-    else d.push_back({f.path("recompute"), "unknown recompute mode '" + rc + "'", "valid: none, selective, full, null"});
+    if (auto k = parse_recompute(rc))
+      r.recompute = *k;
+    else
+      d.push_back({f.path("recompute"), "unknown recompute mode '" + rc + "'",
+                   "valid: none, selective, full, null"});
   }
   const std::string prec = f.string("precision", "bf16");
-  if (auto k = parse_precision(prec)) r.precision = *k;
-  else d.push_back({f.path("precision"), "unknown precision '" + prec + "'", "valid: bf16, fp16, fp8"});
+  if (auto k = parse_precision(prec))
+    r.precision = *k;
+  else
+    d.push_back(
+        {f.path("precision"), "unknown precision '" + prec + "'", "valid: bf16, fp16, fp8"});
   if (const Json* m = f.object("measured")) {
     JsonFields mf(*m, where + "/measured", &d);
     r.tflops_per_gpu = opt_num(mf, "tflops_per_gpu");
     r.mfu = opt_num(mf, "mfu");
     r.tokens_per_s_per_gpu = opt_num(mf, "tokens_per_s_per_gpu");
     r.step_time_s = opt_num(mf, "step_time_s");
-    r.flops_basis = mf.string("flops_basis", "model") == "hardware" ? FlopsBasis::kHardware : FlopsBasis::kModel;
-    if (mf.has("attention_flops"))
-      r.attention_flops = mf.string("attention_flops") == "causal" ? AttentionCounting::kCausal : AttentionCounting::kFull;
+    const std::string basis = mf.string("flops_basis", "model");
+    if (basis == "hardware" || basis == "model")
+      r.flops_basis = basis == "hardware" ? FlopsBasis::kHardware : FlopsBasis::kModel;
+    else
+      d.push_back(
+          {mf.path("flops_basis"), "unknown FLOP basis '" + basis + "'", "valid: model, hardware"});
+    if (mf.has("attention_flops")) {
+      const std::string att = mf.string("attention_flops");
+      if (att == "causal" || att == "full")
+        r.attention_flops = att == "causal" ? AttentionCounting::kCausal : AttentionCounting::kFull;
+      else
+        d.push_back({mf.path("attention_flops"), "unknown attention FLOP counting '" + att + "'",
+                     "valid: full, causal, null"});
+    }
     if (!r.tflops_per_gpu && !r.mfu && !r.tokens_per_s_per_gpu && !r.step_time_s)
-      d.push_back({where + "/measured", "no measurement", "give step_time_s, tokens_per_s_per_gpu, tflops_per_gpu or mfu"});
-    for (auto [key, v] : {std::pair{"tflops_per_gpu", r.tflops_per_gpu}, {"mfu", r.mfu}, {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu}, {"step_time_s", r.step_time_s}})
-      if (v && !(*v > 0)) d.push_back({mf.path(key), std::string(key) + " must be positive, got " + std::to_string(*v), ""});
+      d.push_back({where + "/measured", "no measurement",
+                   "give step_time_s, tokens_per_s_per_gpu, tflops_per_gpu or mfu"});
+    for (auto [key, v] : {std::pair{"tflops_per_gpu", r.tflops_per_gpu},
+                          {"mfu", r.mfu},
+                          {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+                          {"step_time_s", r.step_time_s}})
+      if (v && !(*v > 0))
+        d.push_back(
+            {mf.path(key), std::string(key) + " must be positive, got " + std::to_string(*v), ""});
   } else {
     d.push_back({f.path("measured"), "missing", ""});
   }

@@ -16,6 +16,7 @@ enum class AttentionCounting { kFull, kCausal };
 
 struct MeasuredRun {
   std::string id, source;
+  std::string where;  ///< where the record was read ("runs.jsonl:12:"), for diagnostics
   ModelSpec model;
   int64_t seq_len = 0;
   std::string gpu;

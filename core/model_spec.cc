@@ -33,7 +33,8 @@ ParamCount count_params(const ModelSpec& m) {
   const int dense_layers = m.layers - moe_layers;
   p.dense_mlp = dense_layers * mlp_params(m, m.ffn_hidden);
   if (m.moe) {
-    p.experts = static_cast<double>(moe_layers) * m.moe->experts * mlp_params(m, m.moe->expert_ffn_hidden);
+    p.experts =
+        static_cast<double>(moe_layers) * m.moe->experts * mlp_params(m, m.moe->expert_ffn_hidden);
     p.shared_experts = static_cast<double>(moe_layers) * m.moe->shared_experts *
                        mlp_params(m, m.moe->expert_ffn_hidden);
     p.router = static_cast<double>(moe_layers) * m.moe->experts * h;
@@ -50,7 +51,11 @@ double ParamCount::active(const ModelSpec& m) const {
 Diagnostics validate_model(const ModelSpec& m, const std::string& where) {
   Diagnostics out;
   auto need_pos = [&](const char* field, double v) {
-    if (!(v > 0)) out.push_back({where + "/" + field, std::string(field) + " must be positive, got " + std::to_string(static_cast<long long>(v)), ""});
+    if (!(v > 0))
+      out.push_back({where + "/" + field,
+                     std::string(field) + " must be positive, got " +
+                         std::to_string(static_cast<long long>(v)),
+                     ""});
   };
   need_pos("layers", m.layers);
   need_pos("hidden", static_cast<double>(m.hidden));
@@ -60,25 +65,44 @@ Diagnostics validate_model(const ModelSpec& m, const std::string& where) {
     need_pos("kv_heads", m.kv_heads);
     need_pos("head_dim", m.head_dim);
     if (m.kv_heads > 0 && m.heads > 0 && m.heads % m.kv_heads != 0) {
-      out.push_back({where + "/kv_heads",
-                     "kv_heads=" + std::to_string(m.kv_heads) + " must divide heads=" + std::to_string(m.heads),
-                     "grouped-query attention shares each KV head among heads/kv_heads query heads"});
+      out.push_back(
+          {where + "/kv_heads",
+           "kv_heads=" + std::to_string(m.kv_heads) +
+               " must divide heads=" + std::to_string(m.heads),
+           "grouped-query attention shares each KV head among heads/kv_heads query heads"});
     }
   } else {
-    if (m.mla->kv_lora_rank <= 0) out.push_back({where + "/mla/kv_lora_rank", "must be positive, got " + std::to_string(m.mla->kv_lora_rank), ""});
-    if (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim <= 0) out.push_back({where + "/mla/qk_nope_head_dim", "qk head dim must be positive", ""});
-    if (m.mla->v_head_dim <= 0) out.push_back({where + "/mla/v_head_dim", "must be positive, got " + std::to_string(m.mla->v_head_dim), ""});
+    if (m.mla->kv_lora_rank <= 0)
+      out.push_back({where + "/mla/kv_lora_rank",
+                     "must be positive, got " + std::to_string(m.mla->kv_lora_rank), ""});
+    if (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim <= 0)
+      out.push_back({where + "/mla/qk_nope_head_dim", "qk head dim must be positive", ""});
+    if (m.mla->v_head_dim <= 0)
+      out.push_back({where + "/mla/v_head_dim",
+                     "must be positive, got " + std::to_string(m.mla->v_head_dim), ""});
   }
   if (!m.moe || m.moe->dense_layers > 0) need_pos("ffn_hidden", static_cast<double>(m.ffn_hidden));
   if (m.moe) {
     const auto& e = *m.moe;
-    if (e.experts <= 0) out.push_back({where + "/moe/experts", "must be positive, got " + std::to_string(e.experts), ""});
+    if (e.experts <= 0)
+      out.push_back(
+          {where + "/moe/experts", "must be positive, got " + std::to_string(e.experts), ""});
     if (e.top_k <= 0 || e.top_k > e.experts)
-      out.push_back({where + "/moe/top_k", "top_k=" + std::to_string(e.top_k) + " must be in [1, experts=" + std::to_string(e.experts) + "]", ""});
-    if (e.expert_ffn_hidden <= 0) out.push_back({where + "/moe/expert_ffn_hidden", "must be positive, got " + std::to_string(e.expert_ffn_hidden), ""});
-    if (e.shared_experts < 0) out.push_back({where + "/moe/shared_experts", "must be >= 0, got " + std::to_string(e.shared_experts), ""});
+      out.push_back({where + "/moe/top_k",
+                     "top_k=" + std::to_string(e.top_k) +
+                         " must be in [1, experts=" + std::to_string(e.experts) + "]",
+                     ""});
+    if (e.expert_ffn_hidden <= 0)
+      out.push_back({where + "/moe/expert_ffn_hidden",
+                     "must be positive, got " + std::to_string(e.expert_ffn_hidden), ""});
+    if (e.shared_experts < 0)
+      out.push_back({where + "/moe/shared_experts",
+                     "must be >= 0, got " + std::to_string(e.shared_experts), ""});
     if (e.dense_layers < 0 || e.dense_layers >= m.layers)
-      out.push_back({where + "/moe/dense_layers", "dense_layers=" + std::to_string(e.dense_layers) + " must be in [0, layers=" + std::to_string(m.layers) + ")", ""});
+      out.push_back({where + "/moe/dense_layers",
+                     "dense_layers=" + std::to_string(e.dense_layers) +
+                         " must be in [0, layers=" + std::to_string(m.layers) + ")",
+                     ""});
   }
   return out;
 }

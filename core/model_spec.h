@@ -15,9 +15,9 @@ enum class FfnAct { kGelu, kSwiglu };  ///< gelu: 2 matrices (up, down); swiglu:
 struct MoeSpec {
   int experts = 0;
   int top_k = 0;
-  int shared_experts = 0;          ///< each of width expert_ffn_hidden (DeepSeek/Qwen style)
-  int64_t expert_ffn_hidden = 0;   ///< per expert MLP width
-  int dense_layers = 0;            ///< leading dense layers (DeepSeek-V3: 3)
+  int shared_experts = 0;         ///< each of width expert_ffn_hidden (DeepSeek/Qwen style)
+  int64_t expert_ffn_hidden = 0;  ///< per expert MLP width
+  int dense_layers = 0;           ///< leading dense layers (DeepSeek-V3: 3)
 };
 
 /// Multi-head latent attention (DeepSeek-V2/V3).
@@ -35,8 +35,8 @@ struct ModelSpec {
   int64_t hidden = 0;
   int heads = 0;
   int kv_heads = 0;
-  int head_dim = 0;         ///< may differ from hidden/heads (Qwen3); for MLA the qk head dim
-  int64_t ffn_hidden = 0;   ///< dense MLP width
+  int head_dim = 0;        ///< may differ from hidden/heads (Qwen3); for MLA the qk head dim
+  int64_t ffn_hidden = 0;  ///< dense MLP width
   FfnAct ffn_act = FfnAct::kSwiglu;
   int64_t vocab = 0;
   bool tied_embeddings = false;
@@ -50,12 +50,12 @@ struct ModelSpec {
 /// Parameter counts, by part. Norm weights are counted; biases are not (modern decoders have
 /// none; for GPT-3-style models they are <0.1%).
 struct ParamCount {
-  double embedding = 0;      ///< input embedding (V*h)
-  double output = 0;         ///< output projection (0 when tied)
-  double attention = 0;      ///< all layers
-  double dense_mlp = 0;      ///< all dense layers
-  double experts = 0;        ///< routed experts, all MoE layers
-  double shared_experts = 0; ///< all MoE layers
+  double embedding = 0;       ///< input embedding (V*h)
+  double output = 0;          ///< output projection (0 when tied)
+  double attention = 0;       ///< all layers
+  double dense_mlp = 0;       ///< all dense layers
+  double experts = 0;         ///< routed experts, all MoE layers
+  double shared_experts = 0;  ///< all MoE layers
   double router = 0;
   double norms = 0;
 

@@ -21,23 +21,25 @@ int edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string nearest_name(std::string_view name, const std::vector<std::string>& candidates) {
+  // A candidate that contains the name (or the reverse) is the strongest hint, the shortest
+  // such first; otherwise the smallest edit distance within a limit.
+  std::string ln(name);
+  std::transform(ln.begin(), ln.end(), ln.begin(), ::tolower);
   std::string best;
-  int best_d = 1 << 30;
+  double best_d = 1e9;
   for (const auto& c : candidates) {
-    int d = edit_distance(name, c);
-    // A candidate that contains the name (or the reverse) is a strong hint.
-    std::string lc = c, ln(name);
+    std::string lc = c;
     std::transform(lc.begin(), lc.end(), lc.begin(), ::tolower);
-    std::transform(ln.begin(), ln.end(), ln.begin(), ::tolower);
-    if (!ln.empty() && (lc.find(ln) != std::string::npos || ln.find(lc) != std::string::npos)) {
-      d = std::min<int>(d, static_cast<int>(std::max(lc.size(), ln.size()) - std::min(lc.size(), ln.size())) / 2);
-    }
+    double d = edit_distance(ln, lc);
+    const bool contains =
+        !ln.empty() && (lc.find(ln) != std::string::npos || ln.find(lc) != std::string::npos);
+    if (contains) d = 0.5 + 1e-3 * static_cast<double>(lc.size());
     if (d < best_d) {
       best_d = d;
       best = c;
     }
   }
-  const int limit = std::max<int>(3, static_cast<int>(name.size()) / 2);
+  const double limit = std::max<double>(3, static_cast<double>(name.size()) / 2);
   return best_d <= limit ? best : "";
 }
 

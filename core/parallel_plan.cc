@@ -15,11 +15,24 @@ std::string divisors_of(int64_t n, int64_t limit = 1 << 20) {
   return s + "}";
 }
 
-std::string field(const std::string& where, const char* name) {
-  return where.empty() ? std::string("--") + name : where + "/" + name;
+}  // namespace
+
+FieldLocator flag_locator() {
+  return [](const char* f) { return std::string("--") + f; };
 }
 
-}  // namespace
+FieldLocator json_locator(std::string prefix) {
+  return [prefix](const char* f) {
+    const std::string name = f;
+    if (name == "mbs") return prefix + "/batch/micro_batch";
+    if (name == "gbs") return prefix + "/batch/global_batch";
+    if (name == "seq") return prefix + "/seq_len";
+    if (name == "gpus") return prefix + "/cluster/num_gpus";
+    if (name == "precision") return prefix + "/precision";
+    if (name == "sp") return prefix + "/parallel/sequence_parallel";
+    return prefix + "/parallel/" + name;
+  };
+}
 
 int layers_in_virtual_stage(const ModelSpec& m, const ParallelPlan& p, int virtual_stage) {
   const int stages = p.pp * p.vpp;
@@ -38,13 +51,16 @@ int first_layer_of_virtual_stage(const ModelSpec& m, const ParallelPlan& p, int 
 }
 
 Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
-                          const std::string& where) {
+                          const FieldLocator& loc) {
   Diagnostics out;
   auto add = [&](const char* f, std::string what, std::string hint = "") {
-    out.push_back({field(where, f), std::move(what), std::move(hint)});
+    out.push_back({loc(f), std::move(what), std::move(hint)});
   };
-  const struct { const char* name; int v; } degrees[] = {
-      {"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"cp", p.cp}, {"ep", p.ep}, {"etp", p.etp}, {"vpp", p.vpp}, {"mbs", p.micro_batch}};
+  const struct {
+    const char* name;
+    int v;
+  } degrees[] = {{"tp", p.tp}, {"pp", p.pp},   {"dp", p.dp},   {"cp", p.cp},
+                 {"ep", p.ep}, {"etp", p.etp}, {"vpp", p.vpp}, {"mbs", p.micro_batch}};
   bool degrees_ok = true;
   for (const auto& d : degrees) {
     if (d.v < 1) {
@@ -53,20 +69,30 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
     }
   }
   if (p.seq_len <= 0) add("seq", "seq must be positive, got " + std::to_string(p.seq_len));
-  if (p.global_batch <= 0) add("gbs", "gbs must be positive, got " + std::to_string(p.global_batch));
+  if (p.global_batch <= 0)
+    add("gbs", "gbs must be positive, got " + std::to_string(p.global_batch));
   if (!degrees_ok) return out;
 
-  if (c.num_gpus <= 0) add("gpus", "gpus must be positive, got " + std::to_string(c.num_gpus));
+  if (c.num_gpus <= 0)
+    add("gpus", "gpus must be positive, got " + std::to_string(c.num_gpus));
   else if (p.gpus() != c.num_gpus)
-    add("gpus", "gpus=" + std::to_string(c.num_gpus) + " must equal tp*pp*dp*cp=" + std::to_string(p.tp) + "*" +
-        std::to_string(p.pp) + "*" + std::to_string(p.dp) + "*" + std::to_string(p.cp) + "=" + std::to_string(p.gpus()),
+    add("gpus",
+        "gpus=" + std::to_string(c.num_gpus) + " must equal tp*pp*dp*cp=" + std::to_string(p.tp) +
+            "*" + std::to_string(p.pp) + "*" + std::to_string(p.dp) + "*" + std::to_string(p.cp) +
+            "=" + std::to_string(p.gpus()),
         "leave --dp out to derive it from --gpus");
-  if (m.heads % p.tp != 0) add("tp", "tp=" + std::to_string(p.tp) + " must divide heads=" + std::to_string(m.heads), "tp in " + divisors_of(m.heads, 64));
+  if (m.heads % p.tp != 0)
+    add("tp", "tp=" + std::to_string(p.tp) + " must divide heads=" + std::to_string(m.heads),
+        "tp in " + divisors_of(m.heads, 64));
   if (!m.mla && m.kv_heads > 0 && m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0)
-    add("tp", "tp=" + std::to_string(p.tp) + " and kv_heads=" + std::to_string(m.kv_heads) + " must divide one another",
+    add("tp",
+        "tp=" + std::to_string(p.tp) + " and kv_heads=" + std::to_string(m.kv_heads) +
+            " must divide one another",
         "KV heads are split across tp ranks, or replicated when tp is a multiple of kv_heads");
   if (p.pp * p.vpp > m.layers)
-    add("pp", "pp*vpp=" + std::to_string(p.pp * p.vpp) + " exceeds layers=" + std::to_string(m.layers), "each virtual stage needs at least one layer");
+    add("pp",
+        "pp*vpp=" + std::to_string(p.pp * p.vpp) + " exceeds layers=" + std::to_string(m.layers),
+        "each virtual stage needs at least one layer");
   if (p.vpp > 1 && p.pp == 1) add("vpp", "vpp=" + std::to_string(p.vpp) + " needs pp > 1", "");
   if (p.vpp > 1 && p.schedule != ScheduleKind::kInterleaved1F1B)
     add("vpp", "vpp=" + std::to_string(p.vpp) + " needs --schedule interleaved", "");
@@ -74,25 +100,44 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
     add("schedule", "the interleaved schedule needs --vpp >= 2", "");
   const int64_t per_step = static_cast<int64_t>(p.dp) * p.micro_batch;
   if (p.global_batch > 0 && p.global_batch % per_step != 0)
-    add("gbs", "gbs=" + std::to_string(p.global_batch) + " must be a multiple of dp*mbs=" + std::to_string(per_step), "");
-  else if (p.schedule == ScheduleKind::kInterleaved1F1B && p.global_batch > 0 && p.num_microbatches() % p.pp != 0)
-    add("gbs", "interleaved 1F1B needs microbatches=" + std::to_string(p.num_microbatches()) + " to be a multiple of pp=" + std::to_string(p.pp), "");
+    add("gbs",
+        "gbs=" + std::to_string(p.global_batch) +
+            " must be a multiple of dp*mbs=" + std::to_string(per_step),
+        "");
+  else if (p.schedule == ScheduleKind::kInterleaved1F1B && p.global_batch > 0 &&
+           p.num_microbatches() % p.pp != 0)
+    add("gbs",
+        "interleaved 1F1B needs microbatches=" + std::to_string(p.num_microbatches()) +
+            " to be a multiple of pp=" + std::to_string(p.pp),
+        "");
   if (p.seq_len > 0 && p.seq_len % p.cp != 0)
     add("cp", "cp=" + std::to_string(p.cp) + " must divide seq=" + std::to_string(p.seq_len), "");
   if (p.sequence_parallel && p.seq_len > 0 && (p.seq_len / p.cp) % p.tp != 0)
-    add("sp", "sequence parallel needs seq/cp=" + std::to_string(p.seq_len / p.cp) + " divisible by tp=" + std::to_string(p.tp), "");
+    add("sp",
+        "sequence parallel needs seq/cp=" + std::to_string(p.seq_len / p.cp) +
+            " divisible by tp=" + std::to_string(p.tp),
+        "");
   if (m.moe) {
     if (m.moe->experts % p.ep != 0)
-      add("ep", "ep=" + std::to_string(p.ep) + " must divide experts=" + std::to_string(m.moe->experts), "ep in " + divisors_of(m.moe->experts, 1024));
+      add("ep",
+          "ep=" + std::to_string(p.ep) + " must divide experts=" + std::to_string(m.moe->experts),
+          "ep in " + divisors_of(m.moe->experts, 1024));
     const int fold = p.dp * p.cp * p.tp;
     if (fold % (p.ep * p.etp) != 0)
-      add("ep", "ep*etp=" + std::to_string(p.ep * p.etp) + " must divide dp*cp*tp=" + std::to_string(fold),
+      add("ep",
+          "ep*etp=" + std::to_string(p.ep * p.etp) +
+              " must divide dp*cp*tp=" + std::to_string(fold),
           "experts are laid over the data, context and tensor parallel ranks of one stage");
   } else {
-    if (p.ep != 1) add("ep", "ep=" + std::to_string(p.ep) + " needs a mixture-of-experts model", "use ep=1 for dense models");
-    if (p.etp != 1) add("etp", "etp=" + std::to_string(p.etp) + " needs a mixture-of-experts model", "use etp=1 for dense models");
+    if (p.ep != 1)
+      add("ep", "ep=" + std::to_string(p.ep) + " needs a mixture-of-experts model",
+          "use ep=1 for dense models");
+    if (p.etp != 1)
+      add("etp", "etp=" + std::to_string(p.etp) + " needs a mixture-of-experts model",
+          "use etp=1 for dense models");
   }
-  if (p.zero_stage < 0 || p.zero_stage > 3) add("zero", "zero=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3", "");
+  if (p.zero_stage < 0 || p.zero_stage > 3)
+    add("zero", "zero=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3", "");
   if (p.precision == Precision::kFp8 && c.hw.fp8_tflops <= 0)
     add("precision", "fp8 is not supported by " + c.hw.name, "use bf16");
   return out;
@@ -100,18 +145,28 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
 
 const char* to_string(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
 
+const char* to_string(CpComm c) { return c == CpComm::kRing ? "ring" : "allgather"; }
+
+const char* to_string(AttentionImpl a) { return a == AttentionImpl::kFlash ? "flash" : "unfused"; }
+
 const char* to_string(ScheduleKind s) {
   switch (s) {
-    case ScheduleKind::k1F1B: return "1f1b";
-    case ScheduleKind::kInterleaved1F1B: return "interleaved";
-    case ScheduleKind::kZeroBubbleH1: return "zb-h1";
+    case ScheduleKind::k1F1B:
+      return "1f1b";
+    case ScheduleKind::kInterleaved1F1B:
+      return "interleaved";
+    case ScheduleKind::kZeroBubbleH1:
+      return "zb-h1";
   }
   return "?";
 }

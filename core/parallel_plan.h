@@ -3,6 +3,7 @@
 /// Cluster: a hardware profile and a GPU count.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/hw_profile.h"
@@ -15,27 +16,38 @@ enum class Recompute { kNone, kSelective, kFull };
 /// Pipeline schedules: 1F1B (PipeDream-Flush), interleaved 1F1B (Megatron virtual stages), and
 /// ZB-H1 (Qi et al. 2024: backward split into input-gradient B and weight-gradient W).
 enum class ScheduleKind { k1F1B, kInterleaved1F1B, kZeroBubbleH1 };
+/// How context-parallel ranks exchange K and V: a ring of point-to-point transfers hidden behind
+/// attention (Megatron's default), or one all-gather before attention (and a reduce-scatter of
+/// their gradients after backward).
+enum class CpComm { kRing, kAllGather };
+/// The attention kernel: fused flash attention (no s x s matrix), or the unfused path of older
+/// stacks (batched QK^T GEMM, softmax over the materialised s x s scores, batched PV GEMM).
+enum class AttentionImpl { kFlash, kUnfused };
 
 struct ParallelPlan {
   int tp = 1, pp = 1, dp = 1, cp = 1;
-  int ep = 1;    ///< expert parallel, laid over dp x cp x tp (Megatron MoE parallel folding)
-  int etp = 1;   ///< expert tensor parallel
-  int vpp = 1;   ///< virtual stages (model chunks) per pipeline rank
-  int micro_batch = 1;      ///< sequences per microbatch
-  int64_t global_batch = 0; ///< sequences per optimizer step
+  int ep = 1;           ///< expert parallel, laid over dp x cp x tp (Megatron MoE parallel folding)
+  int etp = 1;          ///< expert tensor parallel
+  int vpp = 1;          ///< virtual stages (model chunks) per pipeline rank
+  int micro_batch = 1;  ///< sequences per microbatch
+  int64_t global_batch = 0;  ///< sequences per optimizer step
   int64_t seq_len = 0;
   bool sequence_parallel = false;
   Recompute recompute = Recompute::kNone;
-  int zero_stage = 0;   ///< 0: none, 1: distributed optimizer, 2: + gradients, 3: + parameters
-  bool fsdp = false;    ///< PyTorch FSDP2 (ZeRO-3, parameters regathered for backward)
+  int zero_stage = 0;  ///< 0: none, 1: distributed optimizer, 2: + gradients, 3: + parameters
+  bool fsdp = false;   ///< PyTorch FSDP2 (ZeRO-3, parameters regathered for backward)
   ScheduleKind schedule = ScheduleKind::k1F1B;
   Precision precision = Precision::kBf16;
-  bool overlap_grad_reduce = true;    ///< DP gradient reduction overlapped with backward
-  bool overlap_param_gather = true;   ///< ZeRO/FSDP parameter all-gather overlapped with compute
-  bool overlap_tp_comm = false;       ///< TP communication overlapped with GEMMs (TE comm overlap)
+  CpComm cp_comm = CpComm::kRing;
+  AttentionImpl attention = AttentionImpl::kFlash;
+  bool overlap_grad_reduce = true;   ///< DP gradient reduction overlapped with backward
+  bool overlap_param_gather = true;  ///< ZeRO/FSDP parameter all-gather overlapped with compute
+  bool overlap_tp_comm = false;      ///< TP communication overlapped with GEMMs (TE comm overlap)
 
   int gpus() const { return tp * pp * dp * cp; }
-  int64_t num_microbatches() const { return global_batch / (static_cast<int64_t>(dp) * micro_batch); }
+  int64_t num_microbatches() const {
+    return global_batch / (static_cast<int64_t>(dp) * micro_batch);
+  }
   /// Parameter (and gradient) sharding degree under ZeRO-3/FSDP, or 1.
   bool shards_params() const { return fsdp || zero_stage >= 3; }
   bool shards_grads() const { return fsdp || zero_stage >= 2; }
@@ -47,10 +59,18 @@ struct Cluster {
   int num_gpus = 0;
 };
 
-/// Checks that the plan fits the model and cluster; reports every problem. `where` prefixes
-/// field names (e.g. "" for flags, giving "--tp", or "scenario.json:/parallel").
+/// Names where a plan field came from, for diagnostics: a flag ("--tp") or a JSON path.
+/// Fields: tp pp dp cp ep etp vpp mbs gbs seq sp zero schedule precision gpus.
+using FieldLocator = std::function<std::string(const char* field)>;
+/// "--tp", "--gbs", ...
+FieldLocator flag_locator();
+/// Paths of the scenario / measured-run format: prefix + "/parallel/tp", "/batch/global_batch",
+/// "/seq_len", "/cluster/num_gpus", ...
+FieldLocator json_locator(std::string prefix);
+
+/// Checks that the plan fits the model and cluster; reports every problem, each located by `loc`.
 Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
-                          const std::string& where = "");
+                          const FieldLocator& loc = flag_locator());
 
 /// Layers of each virtual stage: stage s (of pp*vpp, in model order) gets layers_of_stage(s).
 /// Uneven counts put the extra layers on the later stages, whose neighbours hold the embedding
@@ -60,5 +80,7 @@ int first_layer_of_virtual_stage(const ModelSpec& m, const ParallelPlan& p, int 
 
 const char* to_string(Recompute r);
 const char* to_string(ScheduleKind s);
+const char* to_string(CpComm c);
+const char* to_string(AttentionImpl a);
 
 }  // namespace parallax

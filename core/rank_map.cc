@@ -15,9 +15,12 @@ int RankMap::rank_of(int tp, int cp, int dp, int pp) const {
 RankCoords RankMap::coords(int rank) const {
   RankCoords c;
   int r = rank;
-  c.tp = r % plan_.tp; r /= plan_.tp;
-  c.cp = r % plan_.cp; r /= plan_.cp;
-  c.dp = r % plan_.dp; r /= plan_.dp;
+  c.tp = r % plan_.tp;
+  r /= plan_.tp;
+  c.cp = r % plan_.cp;
+  r /= plan_.cp;
+  c.dp = r % plan_.dp;
+  r /= plan_.dp;
   c.pp = r;
   const int local = rank % (plan_.tp * plan_.cp * plan_.dp);  // index within the stage
   c.etp = local % plan_.etp;
@@ -28,28 +31,44 @@ RankCoords RankMap::coords(int rank) const {
 
 int RankMap::group_size(GroupKind kind) const {
   switch (kind) {
-    case GroupKind::kTp: return plan_.tp;
-    case GroupKind::kCp: return plan_.cp;
-    case GroupKind::kDp: return plan_.dp;
-    case GroupKind::kPp: return plan_.pp;
-    case GroupKind::kEtp: return plan_.etp;
-    case GroupKind::kEp: return plan_.ep;
-    case GroupKind::kExpertDp: return plan_.tp * plan_.cp * plan_.dp / (plan_.ep * plan_.etp);
-    case GroupKind::kDpCp: return plan_.dp * plan_.cp;
+    case GroupKind::kTp:
+      return plan_.tp;
+    case GroupKind::kCp:
+      return plan_.cp;
+    case GroupKind::kDp:
+      return plan_.dp;
+    case GroupKind::kPp:
+      return plan_.pp;
+    case GroupKind::kEtp:
+      return plan_.etp;
+    case GroupKind::kEp:
+      return plan_.ep;
+    case GroupKind::kExpertDp:
+      return plan_.tp * plan_.cp * plan_.dp / (plan_.ep * plan_.etp);
+    case GroupKind::kDpCp:
+      return plan_.dp * plan_.cp;
   }
   return 1;
 }
 
 int RankMap::stride(GroupKind kind) const {
   switch (kind) {
-    case GroupKind::kTp: return 1;
-    case GroupKind::kCp: return plan_.tp;
-    case GroupKind::kDp: return plan_.tp * plan_.cp;
-    case GroupKind::kPp: return plan_.tp * plan_.cp * plan_.dp;
-    case GroupKind::kEtp: return 1;
-    case GroupKind::kEp: return plan_.etp;
-    case GroupKind::kExpertDp: return plan_.etp * plan_.ep;
-    case GroupKind::kDpCp: return plan_.tp;
+    case GroupKind::kTp:
+      return 1;
+    case GroupKind::kCp:
+      return plan_.tp;
+    case GroupKind::kDp:
+      return plan_.tp * plan_.cp;
+    case GroupKind::kPp:
+      return plan_.tp * plan_.cp * plan_.dp;
+    case GroupKind::kEtp:
+      return 1;
+    case GroupKind::kEp:
+      return plan_.etp;
+    case GroupKind::kExpertDp:
+      return plan_.etp * plan_.ep;
+    case GroupKind::kDpCp:
+      return plan_.tp;
   }
   return 1;
 }

@@ -31,8 +31,8 @@ using Diagnostics = std::vector<Diagnostic>;
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Diagnostic d) : errors_{std::move(d)} {}  // NOLINT
+  Result(T value) : value_(std::move(value)) {}       // NOLINT: implicit by design
+  Result(Diagnostic d) : errors_{std::move(d)} {}     // NOLINT
   Result(Diagnostics ds) : errors_(std::move(ds)) {}  // NOLINT
 
   bool ok() const { return value_.has_value(); }
@@ -56,16 +56,17 @@ class Result {
   Diagnostics errors_;
 };
 
-[[noreturn]] void check_failed(const char* file, int line, const char* cond, const std::string& msg);
+[[noreturn]] void check_failed(const char* file, int line, const char* cond,
+                               const std::string& msg);
 
 }  // namespace parallax
 
 /// Always-on invariant check for programmer errors; aborts with file:line.
-#define PX_CHECK(cond, msg)                                                  \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::ostringstream px_check_os_;                                       \
-      px_check_os_ << msg;                                                   \
+#define PX_CHECK(cond, msg)                                                    \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      std::ostringstream px_check_os_;                                         \
+      px_check_os_ << msg;                                                     \
       ::parallax::check_failed(__FILE__, __LINE__, #cond, px_check_os_.str()); \
-    }                                                                        \
+    }                                                                          \
   } while (0)

@@ -9,9 +9,12 @@ namespace parallax {
 
 const char* to_string(StreamKind s) {
   switch (s) {
-    case StreamKind::kCompute: return "compute";
-    case StreamKind::kPipeline: return "pipeline";
-    case StreamKind::kDataParallel: return "data-parallel";
+    case StreamKind::kCompute:
+      return "compute";
+    case StreamKind::kPipeline:
+      return "pipeline";
+    case StreamKind::kDataParallel:
+      return "data-parallel";
   }
   return "?";
 }
@@ -23,9 +26,9 @@ constexpr double kUnset = -1;
 /// The simulated entities: representative stages, or every rank of the world.
 struct Entities {
   int count = 0;
-  std::vector<int> stage;                 ///< pipeline rank of each entity
-  std::vector<int> prev, next;            ///< entity of the previous / next pipeline rank
-  std::vector<std::vector<int>> dp_group; ///< entities whose gradient syncs run together
+  std::vector<int> stage;                  ///< pipeline rank of each entity
+  std::vector<int> prev, next;             ///< entity of the previous / next pipeline rank
+  std::vector<std::vector<int>> dp_group;  ///< entities whose gradient syncs run together
 };
 
 Entities make_entities(const ParallelPlan& p, bool full, int domain) {
@@ -58,7 +61,8 @@ class Replay {
       : s_(s), sched_(sched), ent_(make_entities(s.plan, s.full_ranks, s.scale_up_domain)) {
     const int vstages = s.plan.pp * s.plan.vpp;
     const int64_t m = s.plan.num_microbatches();
-    for (auto* f : {&fin_f_, &fin_b_, &fin_w_}) f->assign(ent_.count, std::vector<double>(vstages * m, kUnset));
+    for (auto* f : {&fin_f_, &fin_b_, &fin_w_})
+      f->assign(ent_.count, std::vector<double>(vstages * m, kUnset));
     arrive_f_ = fin_f_;
     arrive_b_ = fin_b_;
     compute_free_.assign(ent_.count, 0);
@@ -81,10 +85,14 @@ class Replay {
 
   const PassCost& pass_cost(const StageCost& st, PassKind k) const {
     switch (k) {
-      case PassKind::kForward: return st.forward;
-      case PassKind::kBackward: return st.backward;
-      case PassKind::kBackwardInput: return st.backward_input;
-      case PassKind::kBackwardWeight: return st.backward_weight;
+      case PassKind::kForward:
+        return st.forward;
+      case PassKind::kBackward:
+        return st.backward;
+      case PassKind::kBackwardInput:
+        return st.backward_input;
+      case PassKind::kBackwardWeight:
+        return st.backward_weight;
     }
     return st.forward;
   }
@@ -116,7 +124,8 @@ class Replay {
     p2p_free_[e] = end;
     (forward ? arrive_f_ : arrive_b_)[to][idx(vs_to, mb)] = end;
     if (s_.record_trace && s_.p2p_time_s > 0)
-      res_.trace.push_back({e, StreamKind::kPipeline, forward ? "send_act" : "send_grad", CostCategory::kPpComm, start, end, mb, -1, PassKind::kForward});
+      res_.trace.push_back({e, StreamKind::kPipeline, forward ? "send_act" : "send_grad",
+                            CostCategory::kPpComm, start, end, mb, -1, PassKind::kForward});
   }
 
   void execute(int e, const PipelineOp& op, double ready) {
@@ -140,7 +149,8 @@ class Replay {
       transient = st.transient_bytes;
     }
     out.peak_activation_bytes = std::max(out.peak_activation_bytes, act_[e] + transient);
-    if (op.kind == PassKind::kBackward || op.kind == PassKind::kBackwardWeight) act_[e] -= st.act_bytes_per_microbatch;
+    if (op.kind == PassKind::kBackward || op.kind == PassKind::kBackwardWeight)
+      act_[e] -= st.act_bytes_per_microbatch;
     const int i = idx(vs, op.microbatch);
     if (op.kind == PassKind::kForward) {
       fin_f_[e][i] = end;
@@ -162,7 +172,8 @@ class Replay {
       double t = start;
       for (const auto& o : pc.ops) {
         if (o.time_s <= 0) continue;
-        res_.trace.push_back({e, StreamKind::kCompute, o.name, o.category, t, t + o.time_s, op.microbatch, op.chunk, op.kind});
+        res_.trace.push_back({e, StreamKind::kCompute, o.name, o.category, t, t + o.time_s,
+                              op.microbatch, op.chunk, op.kind});
         t += o.time_s;
       }
     }
@@ -203,7 +214,8 @@ class Replay {
       // Chunks in the order their last backward finishes.
       std::vector<int> order(vpp);
       for (int c = 0; c < vpp; ++c) order[c] = c;
-      std::sort(order.begin(), order.end(), [&](int a, int b) { return last_bwd_[e][a].second < last_bwd_[e][b].second; });
+      std::sort(order.begin(), order.end(),
+                [&](int a, int b) { return last_bwd_[e][a].second < last_bwd_[e][b].second; });
       for (int c : order) {
         const int vs = virtual_stage(ent_.stage[e], c, pp);
         const double total = s_.grad_sync_s[vs];
@@ -211,11 +223,14 @@ class Replay {
         const auto [b0, b1] = last_bwd_[e][c];
         const int buckets = std::max(1, s_.stages[vs].layers);
         for (int j = 0; j < buckets; ++j) {
-          const double ready = s_.plan.overlap_grad_reduce ? b0 + (j + 1) * (b1 - b0) / buckets : all_done;
+          const double ready =
+              s_.plan.overlap_grad_reduce ? b0 + (j + 1) * (b1 - b0) / buckets : all_done;
           const double start = std::max(ready, dp_free);
           dp_free = start + total / buckets;
         }
-        if (s_.record_trace) res_.trace.push_back({e, StreamKind::kDataParallel, "grad_sync", CostCategory::kDpComm, dp_free - total, dp_free, -1, c, PassKind::kBackward});
+        if (s_.record_trace)
+          res_.trace.push_back({e, StreamKind::kDataParallel, "grad_sync", CostCategory::kDpComm,
+                                dp_free - total, dp_free, -1, c, PassKind::kBackward});
       }
       sync_end[e] = std::max(all_done, dp_free);
     }
@@ -237,7 +252,9 @@ class Replay {
       for (int c = 0; c < vpp; ++c) layers += s_.stages[virtual_stage(r, c, pp)].layers;
       const double exposed = s_.plan.overlap_param_gather ? gather / std::max(1, layers) : gather;
       out.busy_by_category[static_cast<int>(CostCategory::kDpComm)] += exposed;
-      if (s_.record_trace && opt > 0) res_.trace.push_back({e, StreamKind::kCompute, "optimizer_step", CostCategory::kOptimizer, end, end + opt, -1, -1, PassKind::kForward});
+      if (s_.record_trace && opt > 0)
+        res_.trace.push_back({e, StreamKind::kCompute, "optimizer_step", CostCategory::kOptimizer,
+                              end, end + opt, -1, -1, PassKind::kForward});
       t += exposed;
       out.end_s = t;
       res_.step_time_s = std::max(res_.step_time_s, t);
@@ -245,7 +262,8 @@ class Replay {
     for (auto& out : res_.ranks) {
       double accounted = 0;
       for (int c = 0; c < kNumCategories; ++c) accounted += out.busy_by_category[c];
-      out.busy_by_category[static_cast<int>(CostCategory::kBubble)] += std::max(0.0, res_.step_time_s - accounted);
+      out.busy_by_category[static_cast<int>(CostCategory::kBubble)] +=
+          std::max(0.0, res_.step_time_s - accounted);
     }
   }
 
@@ -261,7 +279,8 @@ class Replay {
 
 }  // namespace
 
-EngineResult run_engine(const EngineSetup& setup, const std::vector<std::vector<PipelineOp>>& schedule) {
+EngineResult run_engine(const EngineSetup& setup,
+                        const std::vector<std::vector<PipelineOp>>& schedule) {
   return Replay(setup, schedule).run();
 }
 

@@ -22,7 +22,7 @@ const char* to_string(StreamKind s);
 
 /// One span of time on one stream of one simulated rank.
 struct TraceSpan {
-  int rank = 0;        ///< simulated entity (the pipeline stage in representative mode)
+  int rank = 0;  ///< simulated entity (the pipeline stage in representative mode)
   StreamKind stream = StreamKind::kCompute;
   std::string name;
   CostCategory category = CostCategory::kCompute;
@@ -34,32 +34,33 @@ struct TraceSpan {
 /// Everything the engine needs besides the schedule; built by simulate().
 struct EngineSetup {
   ParallelPlan plan;
-  std::vector<StageCost> stages;          ///< pp * vpp virtual stages in model order
-  double p2p_time_s = 0;                  ///< one activation message between adjacent stages
-  std::vector<double> grad_sync_s;        ///< per virtual stage: gradient reduction after backward
-  std::vector<double> param_sync_s;       ///< per virtual stage: parameter all-gather (ZeRO/FSDP)
-  std::vector<double> optimizer_s;        ///< per pipeline rank
+  std::vector<StageCost> stages;     ///< pp * vpp virtual stages in model order
+  double p2p_time_s = 0;             ///< one activation message between adjacent stages
+  std::vector<double> grad_sync_s;   ///< per virtual stage: gradient reduction after backward
+  std::vector<double> param_sync_s;  ///< per virtual stage: parameter all-gather (ZeRO/FSDP)
+  std::vector<double> optimizer_s;   ///< per pipeline rank
   bool full_ranks = false;
   bool record_trace = false;
   int scale_up_domain = 8;
 };
 
 struct RankOutcome {
-  double end_s = 0;                        ///< when its optimizer step finished
+  double end_s = 0;                              ///< when its optimizer step finished
   double busy_by_category[kNumCategories] = {};  ///< time on the compute stream by category
-  double peak_activation_bytes = 0;        ///< stored activations + transient, peak over the step
+  double peak_activation_bytes = 0;  ///< stored activations + transient, peak over the step
   double last_backward_end_s = 0;
 };
 
 struct EngineResult {
   double step_time_s = 0;
-  std::vector<RankOutcome> ranks;          ///< per simulated entity
-  std::vector<int> stage_of_rank;          ///< pipeline rank of each entity
+  std::vector<RankOutcome> ranks;  ///< per simulated entity
+  std::vector<int> stage_of_rank;  ///< pipeline rank of each entity
   std::vector<TraceSpan> trace;
   int64_t events = 0;
 };
 
 /// Runs one training step. The schedule must come from build_pipeline_schedule for the plan.
-EngineResult run_engine(const EngineSetup& setup, const std::vector<std::vector<PipelineOp>>& schedule);
+EngineResult run_engine(const EngineSetup& setup,
+                        const std::vector<std::vector<PipelineOp>>& schedule);
 
 }  // namespace parallax

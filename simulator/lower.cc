@@ -9,14 +9,22 @@ namespace parallax {
 
 const char* to_string(CostCategory c) {
   switch (c) {
-    case CostCategory::kCompute: return "compute";
-    case CostCategory::kTpComm: return "tp_comm";
-    case CostCategory::kCpComm: return "cp_comm";
-    case CostCategory::kEpComm: return "ep_comm";
-    case CostCategory::kDpComm: return "dp_comm";
-    case CostCategory::kPpComm: return "pp_comm";
-    case CostCategory::kOptimizer: return "optimizer";
-    case CostCategory::kBubble: return "bubble";
+    case CostCategory::kCompute:
+      return "compute";
+    case CostCategory::kTpComm:
+      return "tp_comm";
+    case CostCategory::kCpComm:
+      return "cp_comm";
+    case CostCategory::kEpComm:
+      return "ep_comm";
+    case CostCategory::kDpComm:
+      return "dp_comm";
+    case CostCategory::kPpComm:
+      return "pp_comm";
+    case CostCategory::kOptimizer:
+      return "optimizer";
+    case CostCategory::kBubble:
+      return "bubble";
   }
   return "?";
 }
@@ -39,8 +47,8 @@ struct Dims {
   double tokens_sp = 0;  ///< t / tp with sequence parallelism, else t
   double h = 0;
   int tp = 1;
-  double q_heads = 0;    ///< query heads on this rank
-  double kv_heads = 0;   ///< KV heads on this rank (replicated when tp > kv_heads)
+  double q_heads = 0;   ///< query heads on this rank
+  double kv_heads = 0;  ///< KV heads on this rank (replicated when tp > kv_heads)
   double d_qk = 0, d_v = 0;
 };
 
@@ -48,9 +56,14 @@ struct Dims {
 class LayerBuilder {
  public:
   LayerBuilder(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw, const RankMap& ranks)
-      : m_(m), p_(p), compute_(hw), comm_(hw),
-        tp_shape_(ranks.shape(GroupKind::kTp)), cp_shape_(ranks.shape(GroupKind::kCp)),
-        ep_shape_(ranks.shape(GroupKind::kEp)), fsdp_shape_(ranks.shape(GroupKind::kDpCp)) {
+      : m_(m),
+        p_(p),
+        compute_(hw),
+        comm_(hw),
+        tp_shape_(ranks.shape(GroupKind::kTp)),
+        cp_shape_(ranks.shape(GroupKind::kCp)),
+        ep_shape_(ranks.shape(GroupKind::kEp)),
+        fsdp_shape_(ranks.shape(GroupKind::kDpCp)) {
     d_.tp = p.tp;
     d_.tokens = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
     d_.tokens_sp = p.sequence_parallel ? d_.tokens / p.tp : d_.tokens;
@@ -65,7 +78,9 @@ class LayerBuilder {
 
   // --- primitives -------------------------------------------------------------------------------
   /// A GEMM [m x k] x [k x n]; in backward, the data-gradient and weight-gradient GEMMs.
-  void gemm(const char* name, double m, double k, double n, double batch = 1) {
+  /// `weight`: the second backward GEMM is a weight gradient (W in zero-bubble schedules);
+  /// otherwise both are input gradients (attention's batched GEMMs).
+  void gemm(const char* name, double m, double k, double n, double batch = 1, bool weight = true) {
     GemmShape fwd{ll(m), ll(n), ll(k), ll(batch)};
     GemmShape dgrad{ll(m), ll(k), ll(n), ll(batch)};
     GemmShape wgrad{ll(k), ll(n), ll(m), ll(batch)};
@@ -74,34 +89,62 @@ class LayerBuilder {
     const KernelTime wg = compute_.gemm(wgrad, p_.precision);
     fwd_.push_back(compute_op(name, f));
     bwd_in_.push_back(compute_op(std::string(name) + ".dgrad", dg));
-    bwd_w_.push_back(compute_op(std::string(name) + ".wgrad", wg));
+    (weight ? bwd_w_ : bwd_in_).push_back(compute_op(std::string(name) + ".wgrad", wg));
     last_gemm_fwd_s_ = f.time_s;
     last_gemm_bwd_s_ = dg.time_s;
   }
 
   void memory(const char* name, double bytes_fwd, double bwd_factor = 2.0) {
     fwd_.push_back(compute_op(name, compute_.memory_bound(bytes_fwd)));
-    bwd_in_.push_back(compute_op(std::string(name) + ".bwd", compute_.memory_bound(bytes_fwd * bwd_factor)));
+    bwd_in_.push_back(
+        compute_op(std::string(name) + ".bwd", compute_.memory_bound(bytes_fwd * bwd_factor)));
   }
 
   void attention() {
     const double bh = static_cast<double>(p_.micro_batch) * d_.q_heads;
     const int64_t sq = p_.seq_len / p_.cp, skv = p_.seq_len;
-    const KernelTime f = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false);
-    const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true);
-    attention_fwd_ = compute_op("attention", f);
-    fwd_.push_back(attention_fwd_);
-    bwd_in_.push_back(compute_op("attention.bwd", b));
-    if (p_.cp > 1) {
-      // Ring attention: cp-1 exchanges of the local K,V chunk, each hidden behind one chunk of
-      // attention compute; backward also returns dK, dV (twice the bytes).
-      const double kv_bytes = d_.tokens * d_.kv_heads * (d_.d_qk + d_.d_v) * kBf16;
+    const size_t fwd_before = fwd_.size(), bwd_before = bwd_in_.size();
+    if (p_.attention == AttentionImpl::kFlash) {
+      const KernelTime f =
+          compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false);
+      const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true);
+      fwd_.push_back(compute_op("attention", f));
+      bwd_in_.push_back(compute_op("attention.bwd", b));
+    } else {
+      // Unfused: scores = Q K^T over the whole s x s (the causal mask is applied, not skipped),
+      // softmax reads the bf16 scores and writes the probabilities, context = P V. Backward
+      // reads the probabilities and their gradient and writes the score gradient.
+      gemm("attn_scores", static_cast<double>(sq), d_.d_qk, static_cast<double>(skv), bh, false);
+      memory("attn_softmax", 2 * kBf16 * bh * sq * skv, 1.5);
+      gemm("attn_context", static_cast<double>(sq), static_cast<double>(skv), d_.d_v, bh, false);
+    }
+    core_fwd_.assign(fwd_.begin() + fwd_before, fwd_.end());
+    double f_s = 0, b_s = 0;
+    for (size_t i = fwd_before; i < fwd_.size(); ++i) f_s += fwd_[i].time_s;
+    for (size_t i = bwd_before; i < bwd_in_.size(); ++i) b_s += bwd_in_[i].time_s;
+    if (p_.cp > 1) context_parallel_exchange(f_s, b_s);
+  }
+
+  /// K and V of the whole sequence reach every context-parallel rank.
+  void context_parallel_exchange(double attn_fwd_s, double attn_bwd_s) {
+    const double kv_bytes = d_.tokens * d_.kv_heads * (d_.d_qk + d_.d_v) * kBf16;
+    if (p_.cp_comm == CpComm::kRing) {
+      // cp-1 exchanges of the local K,V chunk, each hidden behind one chunk of attention;
+      // backward also returns dK, dV (twice the bytes).
       const double step = comm_.time(CollectiveOp::kSendRecv, kv_bytes, pair(cp_shape_)).time_s;
-      const double f_hide = f.time_s / p_.cp, b_hide = b.time_s / p_.cp;
-      push_comm(&fwd_, "cp_kv_ring", CostCategory::kCpComm, (p_.cp - 1) * step, (p_.cp - 1) * std::max(0.0, step - f_hide));
+      const double f_hide = attn_fwd_s / p_.cp, b_hide = attn_bwd_s / p_.cp;
+      push_comm(&fwd_, "cp_kv_ring", CostCategory::kCpComm, (p_.cp - 1) * step,
+                (p_.cp - 1) * std::max(0.0, step - f_hide));
       push_comm(&bwd_in_, "cp_kv_ring.bwd", CostCategory::kCpComm, 2 * (p_.cp - 1) * step,
                 (p_.cp - 1) * std::max(0.0, 2 * step - b_hide));
+      return;
     }
+    // All-gather before attention; backward gathers again and reduce-scatters dK, dV.
+    const double full = kv_bytes * p_.cp;
+    const double ag = comm_.time(CollectiveOp::kAllGather, full, cp_shape_).time_s;
+    const double rs = comm_.time(CollectiveOp::kReduceScatter, full, cp_shape_).time_s;
+    push_comm(&fwd_, "cp_kv_allgather", CostCategory::kCpComm, ag, ag);
+    push_comm(&bwd_in_, "cp_kv_allgather.bwd", CostCategory::kCpComm, ag + rs, ag + rs);
   }
 
   /// Tensor-parallel communication entering (`gather`) or leaving (`reduce`) a TP region.
@@ -129,9 +172,15 @@ class LayerBuilder {
   /// Call right after the GEMM that follows tp_enter.
   void settle_enter() {
     if (p_.tp == 1) return;
-    if (pending_fwd_.second > 0) push_comm(&fwd_, pending_fwd_.first, CostCategory::kTpComm, pending_fwd_.second, overlap(pending_fwd_.second, last_gemm_fwd_s_));
-    if (pending_bwd_.second > 0) push_comm(&bwd_in_, pending_bwd_.first, CostCategory::kTpComm, pending_bwd_.second, overlap(pending_bwd_.second, last_gemm_bwd_s_));
-    if (regather_s_ > 0) push_comm(&bwd_in_, "tp_regather", CostCategory::kTpComm, regather_s_, std::max(0.0, regather_s_ - last_gemm_bwd_s_));
+    if (pending_fwd_.second > 0)
+      push_comm(&fwd_, pending_fwd_.first, CostCategory::kTpComm, pending_fwd_.second,
+                overlap(pending_fwd_.second, last_gemm_fwd_s_));
+    if (pending_bwd_.second > 0)
+      push_comm(&bwd_in_, pending_bwd_.first, CostCategory::kTpComm, pending_bwd_.second,
+                overlap(pending_bwd_.second, last_gemm_bwd_s_));
+    if (regather_s_ > 0)
+      push_comm(&bwd_in_, "tp_regather", CostCategory::kTpComm, regather_s_,
+                std::max(0.0, regather_s_ - last_gemm_bwd_s_));
   }
 
   /// Leaving a TP region after a row-parallel GEMM.
@@ -142,7 +191,8 @@ class LayerBuilder {
       const double rs = comm_.time(CollectiveOp::kReduceScatter, bytes, tp_shape_).time_s;
       const double ag = comm_.time(CollectiveOp::kAllGather, bytes, tp_shape_).time_s;
       push_comm(&fwd_, name, CostCategory::kTpComm, rs, overlap(rs, last_gemm_fwd_s_));
-      push_comm(&bwd_in_, std::string(name) + ".bwd_ag", CostCategory::kTpComm, ag, overlap(ag, last_gemm_bwd_s_));
+      push_comm(&bwd_in_, std::string(name) + ".bwd_ag", CostCategory::kTpComm, ag,
+                overlap(ag, last_gemm_bwd_s_));
     } else {
       const double ar = comm_.time(CollectiveOp::kAllReduce, bytes, tp_shape_).time_s;
       push_comm(&fwd_, name, CostCategory::kTpComm, ar, overlap(ar, last_gemm_fwd_s_));
@@ -217,7 +267,8 @@ class LayerBuilder {
     const double rows = t * e.top_k * p_.etp / local_experts;  // tokens per local expert
     const double w = static_cast<double>(e.expert_ffn_hidden) / p_.etp;
     gemm(glu ? "experts_gate_up" : "experts_up", rows, d.h, (glu ? 2 : 1) * w, local_experts);
-    memory(glu ? "experts_swiglu" : "experts_gelu", rows * local_experts * w * (glu ? 3 : 2) * kBf16);
+    memory(glu ? "experts_swiglu" : "experts_gelu",
+           rows * local_experts * w * (glu ? 3 : 2) * kBf16);
     gemm("experts_down", rows, w, d.h, local_experts);
     all_to_all("ep_combine", t * e.top_k * d.h * kBf16);
     memory("unpermute", 2 * t * e.top_k * d.h * kBf16);
@@ -246,11 +297,15 @@ class LayerBuilder {
     tp_enter("tp_gather.logits");
     gemm("logits", d.tokens, d.h, v);
     settle_enter();
-    // Vocab-parallel cross-entropy in fp32: cast, max, exp-sum, loss; backward writes the
-    // softmax gradient. Partial max and sum are all-reduced across TP (t floats each).
-    memory("cross_entropy", d.tokens * v * (kBf16 + 3 * kFp32), (kFp32 + kBf16) / (kBf16 + 3 * kFp32));
+    // Vocab-parallel cross-entropy in fp32 (Megatron's _VocabParallelCrossEntropy), bytes per
+    // logit: max over bf16 logits (2), cast to fp32 (2 + 4), subtract max (4 + 4), exp (4 + 4),
+    // sum (4), normalise to the softmax kept for backward (4 + 4) = 40; backward scales the
+    // saved softmax by the loss gradient (4 + 4) and casts it to bf16 for the logits GEMM
+    // (4 + 2) = 14. Partial max and sum are all-reduced across TP (t floats each).
+    memory("cross_entropy", d.tokens * v * 40.0, 14.0 / 40.0);
     if (p_.tp > 1) {
-      const double ar = comm_.time(CollectiveOp::kAllReduce, 2 * d.tokens * kFp32, tp_shape_).time_s;
+      const double ar =
+          comm_.time(CollectiveOp::kAllReduce, 2 * d.tokens * kFp32, tp_shape_).time_s;
       push_comm(&fwd_, "tp_ce_stats", CostCategory::kTpComm, ar, ar);
     }
   }
@@ -271,22 +326,30 @@ class LayerBuilder {
     const double f_compute = sum(fwd_), b_compute = sum(bwd_in_) + sum(bwd_w_);
     for (auto& op : fwd_) fwd->add(op);
     if (rc == Recompute::kFull && recompute_into) {
-      for (auto op : fwd_) { op.name += ".recompute"; recompute_into->add(op); }
-    } else if (rc == Recompute::kSelective && recompute_into && attention_fwd_.busy_s > 0) {
-      OpCost op = attention_fwd_;
-      op.name += ".recompute";
-      recompute_into->add(op);
+      for (auto op : fwd_) {
+        op.name += ".recompute";
+        recompute_into->add(op);
+      }
+    } else if (rc == Recompute::kSelective && recompute_into) {
+      for (auto op : core_fwd_) {
+        op.name += ".recompute";
+        recompute_into->add(op);
+      }
     }
     for (auto& op : bwd_in_) bwd_in->add(op);
     for (auto& op : bwd_w_) bwd_w->add(op);
     if (fsdp_fwd_comm_ > 0) {
-      OpCost f{"fsdp_allgather", CostCategory::kDpComm, std::max(0.0, fsdp_fwd_comm_ - f_compute), fsdp_fwd_comm_, 0};
+      OpCost f{"fsdp_allgather", CostCategory::kDpComm, std::max(0.0, fsdp_fwd_comm_ - f_compute),
+               fsdp_fwd_comm_, 0};
       fwd->add(f);
-      OpCost b{"fsdp_gather_reduce", CostCategory::kDpComm, std::max(0.0, fsdp_bwd_comm_ - b_compute), fsdp_bwd_comm_, 0};
+      OpCost b{"fsdp_gather_reduce", CostCategory::kDpComm,
+               std::max(0.0, fsdp_bwd_comm_ - b_compute), fsdp_bwd_comm_, 0};
       bwd_w->add(b);
     }
-    fwd_.clear(); bwd_in_.clear(); bwd_w_.clear();
-    attention_fwd_ = {};
+    fwd_.clear();
+    bwd_in_.clear();
+    bwd_w_.clear();
+    core_fwd_.clear();
     fsdp_fwd_comm_ = fsdp_bwd_comm_ = 0;
   }
 
@@ -294,7 +357,8 @@ class LayerBuilder {
   static int64_t ll(double x) { return static_cast<int64_t>(std::llround(std::max(1.0, x))); }
   static double sum(const std::vector<OpCost>& ops) {
     double s = 0;
-    for (const auto& o : ops) if (o.category == CostCategory::kCompute) s += o.time_s;
+    for (const auto& o : ops)
+      if (o.category == CostCategory::kCompute) s += o.time_s;
     return s;
   }
   static GroupShape pair(const GroupShape& g) {
@@ -307,7 +371,8 @@ class LayerBuilder {
   OpCost compute_op(std::string name, const KernelTime& k) const {
     return OpCost{std::move(name), CostCategory::kCompute, k.time_s, k.time_s, k.flops};
   }
-  void push_comm(std::vector<OpCost>* ops, std::string name, CostCategory c, double busy, double exposed) {
+  void push_comm(std::vector<OpCost>* ops, std::string name, CostCategory c, double busy,
+                 double exposed) {
     ops->push_back(OpCost{std::move(name), c, exposed, busy, 0});
   }
   /// Exposed part of a TP collective next to a GEMM of duration g: all of it without overlap;
@@ -324,7 +389,7 @@ class LayerBuilder {
   GroupShape tp_shape_, cp_shape_, ep_shape_, fsdp_shape_;
   Dims d_;
   std::vector<OpCost> fwd_, bwd_in_, bwd_w_;
-  OpCost attention_fwd_;
+  std::vector<OpCost> core_fwd_;  ///< the attention core, recomputed by selective recompute
   std::pair<std::string, double> pending_fwd_, pending_bwd_;
   double regather_s_ = 0;
   double last_gemm_fwd_s_ = 0, last_gemm_bwd_s_ = 0;
@@ -336,7 +401,8 @@ double dense_layer_params_local(const ModelSpec& m, const ParallelPlan& p, int l
   double attn = attention_params_per_layer(m) / p.tp;
   double mlp = 0;
   if (m.is_moe_layer(layer)) {
-    mlp = m.moe->shared_experts * mlp_params(m, m.moe->expert_ffn_hidden) / p.tp + m.moe->experts * h;
+    mlp =
+        m.moe->shared_experts * mlp_params(m, m.moe->expert_ffn_hidden) / p.tp + m.moe->experts * h;
   } else {
     mlp = mlp_params(m, m.ffn_hidden) / p.tp;
   }
@@ -345,7 +411,8 @@ double dense_layer_params_local(const ModelSpec& m, const ParallelPlan& p, int l
 
 double expert_params_local(const ModelSpec& m, const ParallelPlan& p, int layer) {
   if (!m.is_moe_layer(layer)) return 0;
-  return static_cast<double>(m.moe->experts) / p.ep * mlp_params(m, m.moe->expert_ffn_hidden) / p.etp;
+  return static_cast<double>(m.moe->experts) / p.ep * mlp_params(m, m.moe->expert_ffn_hidden) /
+         p.etp;
 }
 
 }  // namespace
@@ -360,10 +427,17 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   const double dqk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
   const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
   // Attention block: norm input and output (sharded with SP), Q, K, V, the attention output
-  // (the out-projection input) and the softmax statistics (fp32 per head and token).
-  double attn = 2 * tsp * h * kBf16 + t * (qh * dqk + kvh * (dqk + dv)) * kBf16 + t * qh * dv * kBf16 + t * qh * kFp32;
+  // (the out-projection input), and the softmax statistics (flash: fp32 per head and token) or
+  // the s x s probabilities (unfused: bf16, Korthikanti's 2as/h term without dropout).
+  const bool selective = p.recompute == Recompute::kSelective;
+  double attn = 2 * tsp * h * kBf16 + t * (qh * dqk + kvh * (dqk + dv)) * kBf16;
+  if (!selective) attn += t * qh * dv * kBf16;  // selective recompute rebuilds the output
+  if (p.attention == AttentionImpl::kFlash) {
+    attn += t * qh * kFp32;
+  } else if (!selective) {
+    attn += kBf16 * qh * t * static_cast<double>(p.seq_len);
+  }
   if (m.mla) attn += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * kBf16;
-  if (p.recompute == Recompute::kSelective) attn -= t * qh * dv * kBf16;  // output recomputed
   const bool glu = m.ffn_act == FfnAct::kSwiglu;
   double mlp = 2 * tsp * h * kBf16;  // norm input and output
   if (m.is_moe_layer(layer)) {
@@ -371,7 +445,8 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
     const double rows = t / p.tp * e.top_k * p.etp;
     const double w = static_cast<double>(e.expert_ffn_hidden) / p.etp;
     mlp += rows * h * kBf16 + rows * w * (glu ? 3 : 2) * kBf16 + t / p.tp * e.experts * kFp32;
-    if (e.shared_experts > 0) mlp += t * e.shared_experts * e.expert_ffn_hidden / p.tp * (glu ? 3 : 2) * kBf16;
+    if (e.shared_experts > 0)
+      mlp += t * e.shared_experts * e.expert_ffn_hidden / p.tp * (glu ? 3 : 2) * kBf16;
   } else {
     mlp += t * static_cast<double>(m.ffn_hidden) / p.tp * (glu ? 3 : 2) * kBf16;
   }
@@ -401,10 +476,14 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
     }
     double max_layer_act = 0;
     for (int l = s.first_layer; l < s.first_layer + s.layers; ++l) {
-      const double dense = dense_layer_params_local(m, p, l), experts = expert_params_local(m, p, l);
+      const double dense = dense_layer_params_local(m, p, l),
+                   experts = expert_params_local(m, p, l);
       b.fsdp_layer(dense + experts, /*gather_in_backward=*/p.pp == 1);
       b.attention_block();
-      if (m.is_moe_layer(l)) b.moe_mlp(); else b.dense_mlp(m.ffn_hidden);
+      if (m.is_moe_layer(l))
+        b.moe_mlp();
+      else
+        b.dense_mlp(m.ffn_hidden);
       b.flush_layer(&s.forward, &bwd_in, &bwd_w, &recompute, p.recompute);
       s.dense_params += dense;
       s.expert_params += experts;
@@ -415,20 +494,37 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
         max_layer_act = std::max(max_layer_act, layer_activation_bytes(m, none, l));
       }
     }
+    if (p.attention == AttentionImpl::kUnfused && s.layers > 0) {
+      // One layer's scores and probabilities exist at once while it runs.
+      const double probs = kBf16 * d.q_heads * d.tokens * static_cast<double>(p.seq_len);
+      s.transient_bytes = std::max(s.transient_bytes, 2 * probs);
+    }
     if (s.has_output) {
       b.output_layer();
       b.flush_layer(&s.forward, &bwd_in, &bwd_w, nullptr, Recompute::kNone);
-      if (!m.tied_embeddings || stages > 1) s.dense_params += static_cast<double>(m.vocab) * h / p.tp;
+      s.dense_params += h;  // final norm
+      if (!m.tied_embeddings || stages > 1)
+        s.dense_params += static_cast<double>(m.vocab) * h / p.tp;
       // Logits in bf16 and fp32 softmax workspace for one microbatch.
-      s.transient_bytes = std::max(s.transient_bytes, d.tokens * static_cast<double>(m.vocab) / p.tp * (kBf16 + 2 * kFp32));
+      s.transient_bytes = std::max(
+          s.transient_bytes, d.tokens * static_cast<double>(m.vocab) / p.tp * (kBf16 + 2 * kFp32));
       s.act_bytes_per_microbatch += d.tokens_sp * h * kBf16;
     }
     // Full recompute rematerialises one layer's activations at a time during backward.
     s.transient_bytes = std::max(s.transient_bytes, max_layer_act);
     // Backward = recompute, then input gradients, then weight gradients (all on one stream).
-    for (const auto& op : recompute.ops) { s.backward.add(op); s.backward_input.add(op); }
-    for (const auto& op : bwd_in.ops) { s.backward.add(op); s.backward_input.add(op); }
-    for (const auto& op : bwd_w.ops) { s.backward.add(op); s.backward_weight.add(op); }
+    for (const auto& op : recompute.ops) {
+      s.backward.add(op);
+      s.backward_input.add(op);
+    }
+    for (const auto& op : bwd_in.ops) {
+      s.backward.add(op);
+      s.backward_input.add(op);
+    }
+    for (const auto& op : bwd_w.ops) {
+      s.backward.add(op);
+      s.backward_weight.add(op);
+    }
     s.p2p_bytes = d.tokens * h * kBf16 / (p.sequence_parallel ? p.tp : 1);
   }
   return out;
@@ -444,7 +540,8 @@ double step_flops(const ModelSpec& m, const ParallelPlan& p, bool causal, bool w
   for (int l = 0; l < m.layers; ++l) {
     double matmul = attention_params_per_layer(m);
     if (m.is_moe_layer(l)) {
-      matmul += (m.moe->top_k + m.moe->shared_experts) * mlp_params(m, m.moe->expert_ffn_hidden) + m.moe->experts * h;
+      matmul += (m.moe->top_k + m.moe->shared_experts) * mlp_params(m, m.moe->expert_ffn_hidden) +
+                m.moe->experts * h;
     } else {
       matmul += mlp_params(m, m.ffn_hidden);
     }

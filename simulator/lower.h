@@ -15,7 +15,16 @@
 namespace parallax {
 
 /// What a span of time on a rank is spent on; the breakdown of a step uses these.
-enum class CostCategory { kCompute, kTpComm, kCpComm, kEpComm, kDpComm, kPpComm, kOptimizer, kBubble };
+enum class CostCategory {
+  kCompute,
+  kTpComm,
+  kCpComm,
+  kEpComm,
+  kDpComm,
+  kPpComm,
+  kOptimizer,
+  kBubble
+};
 const char* to_string(CostCategory c);
 inline constexpr int kNumCategories = 8;
 
@@ -24,9 +33,9 @@ inline constexpr int kNumCategories = 8;
 struct OpCost {
   std::string name;
   CostCategory category = CostCategory::kCompute;
-  double time_s = 0;        ///< exposed time on the compute stream
-  double busy_s = 0;        ///< full duration on its own stream (== time_s for compute)
-  double flops = 0;         ///< FLOPs executed
+  double time_s = 0;  ///< exposed time on the compute stream
+  double busy_s = 0;  ///< full duration on its own stream (== time_s for compute)
+  double flops = 0;   ///< FLOPs executed
 };
 
 /// One pass (forward, backward, ...) of one microbatch through one virtual stage.
@@ -46,8 +55,9 @@ struct StageCost {
   PassCost backward;         ///< full backward, including recompute
   PassCost backward_input;   ///< zero-bubble B: recompute + input gradients
   PassCost backward_weight;  ///< zero-bubble W: weight gradients
-  double dense_params = 0;   ///< parameters on this rank for this chunk (dense part, incl. embedding)
-  double expert_params = 0;  ///< routed-expert parameters on this rank for this chunk
+  double dense_params =
+      0;  ///< parameters on this rank for this chunk (dense part, incl. embedding)
+  double expert_params = 0;             ///< routed-expert parameters on this rank for this chunk
   double act_bytes_per_microbatch = 0;  ///< stored for backward while a microbatch is in flight
   double transient_bytes = 0;           ///< working memory beyond stored activations
   double p2p_bytes = 0;                 ///< activation message to the next stage per microbatch

@@ -29,14 +29,15 @@ std::string layout(const ParallelPlan& p) {
 std::string settings(const ParallelPlan& p) {
   std::ostringstream os;
   os << to_string(p.precision) << ", recompute " << to_string(p.recompute) << ", "
-     << (p.fsdp ? "fsdp" : "zero " + std::to_string(p.zero_stage)) << ", schedule " << to_string(p.schedule)
-     << (p.sequence_parallel ? ", sequence parallel" : "") << (p.overlap_tp_comm ? ", tp overlap" : "");
+     << (p.fsdp ? "fsdp" : "zero " + std::to_string(p.zero_stage)) << ", schedule "
+     << to_string(p.schedule) << (p.sequence_parallel ? ", sequence parallel" : "")
+     << (p.overlap_tp_comm ? ", tp overlap" : "");
   return os.str();
 }
 
-constexpr CostCategory kShown[] = {CostCategory::kCompute, CostCategory::kTpComm, CostCategory::kCpComm,
-                                   CostCategory::kEpComm, CostCategory::kDpComm, CostCategory::kPpComm,
-                                   CostCategory::kBubble, CostCategory::kOptimizer};
+constexpr CostCategory kShown[] = {
+    CostCategory::kCompute, CostCategory::kTpComm, CostCategory::kCpComm, CostCategory::kEpComm,
+    CostCategory::kDpComm,  CostCategory::kPpComm, CostCategory::kBubble, CostCategory::kOptimizer};
 
 }  // namespace
 
@@ -46,22 +47,28 @@ std::string format_table(const StepReport& r) {
   os << "  layout     " << layout(r.plan) << "\n";
   os << "  settings   " << settings(r.plan) << "\n\n";
   os << "  step time            " << fmt("%.3f s", r.step_time_s) << "\n";
-  os << "  tokens/s             " << fmt("%.0f", r.tokens_per_s) << "  (" << fmt("%.1f", r.tokens_per_s_per_gpu) << " per GPU)\n";
-  os << "  model TFLOP/s/GPU    " << fmt("%.1f", r.model_tflops_per_gpu) << "  MFU " << fmt("%.1f%%", 100 * r.mfu) << "\n";
-  os << "  hardware TFLOP/s/GPU " << fmt("%.1f", r.hardware_tflops_per_gpu) << "  HFU " << fmt("%.1f%%", 100 * r.hfu) << "\n";
-  os << "  peak memory          " << fmt("%.1f GiB", r.peak_memory_gib) << " of " << fmt("%.0f GiB", r.hbm_gib)
-     << (r.fits ? "  (fits)" : "  (OUT OF MEMORY)") << "\n\n";
+  os << "  tokens/s             " << fmt("%.0f", r.tokens_per_s) << "  ("
+     << fmt("%.1f", r.tokens_per_s_per_gpu) << " per GPU)\n";
+  os << "  model TFLOP/s/GPU    " << fmt("%.1f", r.model_tflops_per_gpu) << "  MFU "
+     << fmt("%.1f%%", 100 * r.mfu) << "\n";
+  os << "  hardware TFLOP/s/GPU " << fmt("%.1f", r.hardware_tflops_per_gpu) << "  HFU "
+     << fmt("%.1f%%", 100 * r.hfu) << "\n";
+  os << "  peak memory          " << fmt("%.1f GiB", r.peak_memory_gib) << " of "
+     << fmt("%.0f GiB", r.hbm_gib) << (r.fits ? "  (fits)" : "  (OUT OF MEMORY)") << "\n\n";
   os << "  breakdown (pipeline stage " << r.critical_stage << ")\n";
   for (CostCategory c : kShown) {
     const double t = r.breakdown_s[static_cast<int>(c)];
-    os << "    " << std::string(to_string(c)) + std::string(12 - std::string(to_string(c)).size(), ' ') << fmt("%9.3f s", t) << fmt("  %5.1f%%", 100 * t / r.step_time_s) << "\n";
+    os << "    "
+       << std::string(to_string(c)) + std::string(12 - std::string(to_string(c)).size(), ' ')
+       << fmt("%9.3f s", t) << fmt("  %5.1f%%", 100 * t / r.step_time_s) << "\n";
   }
   os << "\n  memory per stage (GiB)  weights   grads   optim   activ   buffers   total\n";
   for (const auto& s : r.stages) {
     const auto& m = s.memory;
-    os << "    stage " << fmt("%-3.0f", static_cast<double>(s.pipeline_rank)) << "           " << fmt("%7.1f", m.weights_bytes / kGiB)
-       << fmt(" %7.1f", m.grads_bytes / kGiB) << fmt(" %7.1f", m.optimizer_bytes / kGiB)
-       << fmt(" %7.1f", m.activations_bytes / kGiB) << fmt(" %9.1f", (m.buffers_bytes + m.reserved_bytes) / kGiB)
+    os << "    stage " << fmt("%-3.0f", static_cast<double>(s.pipeline_rank)) << "           "
+       << fmt("%7.1f", m.weights_bytes / kGiB) << fmt(" %7.1f", m.grads_bytes / kGiB)
+       << fmt(" %7.1f", m.optimizer_bytes / kGiB) << fmt(" %7.1f", m.activations_bytes / kGiB)
+       << fmt(" %9.1f", (m.buffers_bytes + m.reserved_bytes) / kGiB)
        << fmt(" %7.1f", m.total() / kGiB) << "\n";
   }
   for (const auto& n : r.notes) os << "  note: " << n << "\n";
@@ -70,24 +77,38 @@ std::string format_table(const StepReport& r) {
 
 Json to_json(const StepReport& r) {
   Json breakdown = Json::object();
-  for (CostCategory c : kShown) breakdown[std::string(to_string(c)) + "_s"] = r.breakdown_s[static_cast<int>(c)];
+  for (CostCategory c : kShown)
+    breakdown[std::string(to_string(c)) + "_s"] = r.breakdown_s[static_cast<int>(c)];
   Json stages = Json::array();
   for (const auto& s : r.stages) {
     const auto& m = s.memory;
     stages.push_back({{"pipeline_rank", s.pipeline_rank},
-                      {"memory_gib", {{"weights", m.weights_bytes / kGiB}, {"grads", m.grads_bytes / kGiB},
-                                      {"optimizer", m.optimizer_bytes / kGiB}, {"activations", m.activations_bytes / kGiB},
-                                      {"buffers", m.buffers_bytes / kGiB}, {"reserved", m.reserved_bytes / kGiB},
-                                      {"total", m.total() / kGiB}}},
+                      {"memory_gib",
+                       {{"weights", m.weights_bytes / kGiB},
+                        {"grads", m.grads_bytes / kGiB},
+                        {"optimizer", m.optimizer_bytes / kGiB},
+                        {"activations", m.activations_bytes / kGiB},
+                        {"buffers", m.buffers_bytes / kGiB},
+                        {"reserved", m.reserved_bytes / kGiB},
+                        {"total", m.total() / kGiB}}},
                       {"fits", m.total() <= r.hbm_gib * kGiB}});
   }
-  Json j = {{"model", r.model}, {"hardware", r.hardware}, {"gpus", r.gpus},
-            {"step_time_s", r.step_time_s}, {"tokens_per_s", r.tokens_per_s},
+  Json j = {{"model", r.model},
+            {"hardware", r.hardware},
+            {"gpus", r.gpus},
+            {"step_time_s", r.step_time_s},
+            {"tokens_per_s", r.tokens_per_s},
             {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
             {"model_tflops_per_gpu", r.model_tflops_per_gpu},
-            {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu}, {"mfu", r.mfu}, {"hfu", r.hfu},
-            {"peak_memory_gib", r.peak_memory_gib}, {"hbm_gib", r.hbm_gib}, {"fits", r.fits},
-            {"breakdown", breakdown}, {"critical_stage", r.critical_stage}, {"stages", stages},
+            {"hardware_tflops_per_gpu", r.hardware_tflops_per_gpu},
+            {"mfu", r.mfu},
+            {"hfu", r.hfu},
+            {"peak_memory_gib", r.peak_memory_gib},
+            {"hbm_gib", r.hbm_gib},
+            {"fits", r.fits},
+            {"breakdown", breakdown},
+            {"critical_stage", r.critical_stage},
+            {"stages", stages},
             {"notes", r.notes}};
   j["plan"] = plan_to_json(r.plan);
   return j;
@@ -99,17 +120,32 @@ Json chrome_trace(const StepReport& r) {
   for (const auto& s : r.engine.trace) {
     const int tid = static_cast<int>(s.stream);
     if (named.insert({s.rank, tid}).second) {
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", s.rank}, {"tid", tid}, {"args", {{"name", to_string(s.stream)}}}});
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", s.rank},
+                        {"tid", tid},
+                        {"args", {{"name", to_string(s.stream)}}}});
       if (tid == 0) {
         const int stage = r.engine.stage_of_rank[s.rank];
-        events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", s.rank}, {"args", {{"name", "pipeline stage " + std::to_string(stage) + " (rank " + std::to_string(s.rank) + ")"}}}});
+        events.push_back({{"ph", "M"},
+                          {"name", "process_name"},
+                          {"pid", s.rank},
+                          {"args",
+                           {{"name", "pipeline stage " + std::to_string(stage) + " (rank " +
+                                         std::to_string(s.rank) + ")"}}}});
       }
     }
     Json args = {{"category", to_string(s.category)}};
     if (s.microbatch >= 0) args["microbatch"] = s.microbatch;
     if (s.chunk >= 0) args["chunk"] = s.chunk;
-    events.push_back({{"ph", "X"}, {"name", s.name}, {"cat", to_string(s.category)}, {"pid", s.rank}, {"tid", tid},
-                      {"ts", s.start_s * 1e6}, {"dur", (s.end_s - s.start_s) * 1e6}, {"args", args}});
+    events.push_back({{"ph", "X"},
+                      {"name", s.name},
+                      {"cat", to_string(s.category)},
+                      {"pid", s.rank},
+                      {"tid", tid},
+                      {"ts", s.start_s * 1e6},
+                      {"dur", (s.end_s - s.start_s) * 1e6},
+                      {"args", args}});
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }

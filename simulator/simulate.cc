@@ -19,7 +19,8 @@ void data_parallel_sync(const ParallelPlan& p, const StageCost& st, const Collec
   const bool scatter = p.shards_optimizer();
   const CollectiveOp op = scatter ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   // Gradients are reduced in fp32 (Megatron's default grad buffer; FSDP2's reduce dtype).
-  *grad_s = comm.time(op, st.dense_params * 4.0, dense).time_s + comm.time(op, st.expert_params * 4.0, expert).time_s;
+  *grad_s = comm.time(op, st.dense_params * 4.0, dense).time_s +
+            comm.time(op, st.expert_params * 4.0, expert).time_s;
   if (scatter) {
     *param_s = comm.time(CollectiveOp::kAllGather, st.dense_params * 2.0, dense).time_s +
                comm.time(CollectiveOp::kAllGather, st.expert_params * 2.0, expert).time_s;
@@ -38,9 +39,10 @@ double largest_layer_params(const std::vector<StageCost>& stages) {
 Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
                             const SimulationOptions& opt) {
   Diagnostics errs = validate_model(m, "model");
-  auto perr = validate_plan(m, c, p);
+  auto perr = validate_plan(m, c, p, opt.locate);
   errs.insert(errs.end(), perr.begin(), perr.end());
-  auto sched = build_pipeline_schedule(p.schedule, p.pp, p.vpp, static_cast<int>(std::max<int64_t>(1, p.num_microbatches())));
+  auto sched = build_pipeline_schedule(
+      p.schedule, p.pp, p.vpp, static_cast<int>(std::max<int64_t>(1, p.num_microbatches())));
   if (errs.empty() && !sched) errs = sched.errors();
   if (!errs.empty()) return errs;
 
@@ -69,7 +71,8 @@ Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const Parallel
   setup.grad_sync_s.resize(vstages);
   setup.param_sync_s.resize(vstages);
   for (int vs = 0; vs < vstages; ++vs)
-    data_parallel_sync(p, setup.stages[vs], comm, ranks, &setup.grad_sync_s[vs], &setup.param_sync_s[vs]);
+    data_parallel_sync(p, setup.stages[vs], comm, ranks, &setup.grad_sync_s[vs],
+                       &setup.param_sync_s[vs]);
 
   // Static memory and optimizer time per pipeline rank.
   const int expert_dp = ranks.group_size(GroupKind::kExpertDp);
@@ -85,7 +88,9 @@ Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const Parallel
     }
     r.stages[rank].pipeline_rank = rank;
     r.stages[rank].memory = parameter_memory(p, dense, expert, expert_dp, layer_params);
-    const double shard = p.shards_optimizer() ? dense / (static_cast<double>(p.dp) * p.cp) + expert / expert_dp : dense + expert;
+    const double shard = p.shards_optimizer()
+                             ? dense / (static_cast<double>(p.dp) * p.cp) + expert / expert_dp
+                             : dense + expert;
     setup.optimizer_s[rank] = optimizer_step_time_s(hw, shard);
   }
 
@@ -109,9 +114,13 @@ Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const Parallel
   double least_bubble = 1e300;
   for (const auto& sr : r.stages) {
     const double b = sr.busy_by_category[static_cast<int>(CostCategory::kBubble)];
-    if (b < least_bubble) { least_bubble = b; r.critical_stage = sr.pipeline_rank; }
+    if (b < least_bubble) {
+      least_bubble = b;
+      r.critical_stage = sr.pipeline_rank;
+    }
   }
-  std::copy(std::begin(r.stages[r.critical_stage].busy_by_category), std::end(r.stages[r.critical_stage].busy_by_category), r.breakdown_s);
+  std::copy(std::begin(r.stages[r.critical_stage].busy_by_category),
+            std::end(r.stages[r.critical_stage].busy_by_category), r.breakdown_s);
 
   const double tokens = static_cast<double>(p.global_batch) * p.seq_len;
   r.tokens_per_s = tokens / r.step_time_s;
@@ -128,13 +137,17 @@ Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const Parallel
     if (sr.memory.total() > hw.hbm_gib * kGiB) r.fits = false;
   }
   if (m.layers % (p.pp * p.vpp) != 0)
-    r.notes.push_back("layers=" + std::to_string(m.layers) + " split unevenly over pp*vpp=" + std::to_string(p.pp * p.vpp) + " stages");
+    r.notes.push_back("layers=" + std::to_string(m.layers) +
+                      " split unevenly over pp*vpp=" + std::to_string(p.pp * p.vpp) + " stages");
   if (!m.mla && m.kv_heads < p.tp)
-    r.notes.push_back("kv_heads=" + std::to_string(m.kv_heads) + " < tp=" + std::to_string(p.tp) + ": KV heads replicated across TP ranks");
+    r.notes.push_back("kv_heads=" + std::to_string(m.kv_heads) + " < tp=" + std::to_string(p.tp) +
+                      ": KV heads replicated across TP ranks");
   if (p.tp > hw.scale_up_domain)
-    r.notes.push_back("tp=" + std::to_string(p.tp) + " spans more than one scale-up domain of " + std::to_string(hw.scale_up_domain) + " GPUs");
+    r.notes.push_back("tp=" + std::to_string(p.tp) + " spans more than one scale-up domain of " +
+                      std::to_string(hw.scale_up_domain) + " GPUs");
   if (!hw.gemm_samples.empty() || !hw.collective_samples.empty())
-    r.notes.push_back("measured tables of " + hw.name + " used where shapes match; analytical model elsewhere");
+    r.notes.push_back("measured tables of " + hw.name +
+                      " used where shapes match; analytical model elsewhere");
   return r;
 }
 

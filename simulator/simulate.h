@@ -14,8 +14,9 @@
 namespace parallax {
 
 struct SimulationOptions {
-  bool full_ranks = false;    ///< simulate every rank instead of one per pipeline stage
-  bool record_trace = false;  ///< keep per-op spans for a Chrome trace
+  FieldLocator locate = flag_locator();  ///< how plan errors name their fields
+  bool full_ranks = false;               ///< simulate every rank instead of one per pipeline stage
+  bool record_trace = false;             ///< keep per-op spans for a Chrome trace
 };
 
 struct StageReport {

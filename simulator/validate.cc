@@ -8,16 +8,15 @@
 namespace parallax {
 
 Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwProfile>& profiles) {
-  auto hw = find_profile(profiles, r.gpu, r.id + "/cluster/gpu");
+  const std::string where = r.where.empty() ? r.id + ":" : r.where;
+  auto hw = find_profile(profiles, r.gpu, where + "/cluster/gpu");
   if (!hw) return hw.errors();
   Cluster c{hw.value(), r.num_gpus};
   const ParallelPlan p = to_plan(r);
-  auto rep = simulate(r.model, c, p);
-  if (!rep) {
-    Diagnostics d;
-    for (auto e : rep.errors()) { e.where = r.id + ": " + e.where; d.push_back(e); }
-    return d;
-  }
+  SimulationOptions opt;
+  opt.locate = json_locator(where);
+  auto rep = simulate(r.model, c, p, opt);
+  if (!rep) return rep.errors();
   const StepReport& s = rep.value();
   ValidationRow row;
   row.id = r.id;
@@ -32,9 +31,11 @@ Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwP
     row.predicted = s.tokens_per_s_per_gpu;
   } else {
     // FLOP/s counted as the record counts them.
-    const bool causal = r.attention_flops.value_or(AttentionCounting::kFull) == AttentionCounting::kCausal;
+    const bool causal =
+        r.attention_flops.value_or(AttentionCounting::kFull) == AttentionCounting::kCausal;
     const bool hardware = r.flops_basis == FlopsBasis::kHardware;
-    const double tflops = step_flops(r.model, p, causal, hardware) / s.step_time_s / r.num_gpus / kTera;
+    const double tflops =
+        step_flops(r.model, p, causal, hardware) / s.step_time_s / r.num_gpus / kTera;
     if (r.tflops_per_gpu) {
       row.metric = "tflops_per_gpu";
       row.measured = *r.tflops_per_gpu;

@@ -13,16 +13,16 @@ namespace parallax {
 
 struct ValidationRow {
   std::string id;
-  std::string metric;   ///< step_time_s | tokens_per_s_per_gpu | tflops_per_gpu | mfu
+  std::string metric;  ///< step_time_s | tokens_per_s_per_gpu | tflops_per_gpu | mfu
   double measured = 0;
   double predicted = 0;
-  double error = 0;     ///< signed: (predicted - measured) / measured
-  bool fits = true;     ///< the filled plan fits in memory per the simulator
+  double error = 0;  ///< signed: (predicted - measured) / measured
+  bool fits = true;  ///< the filled plan fits in memory per the simulator
 };
 
 struct ValidationSummary {
   std::vector<ValidationRow> rows;
-  double mape = 0;            ///< mean of |error|
+  double mape = 0;  ///< mean of |error|
   double max_abs_error = 0;
 };
 

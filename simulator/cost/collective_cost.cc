@@ -17,7 +17,8 @@ double CollectiveCost::achieved_bw_gbps(CollectiveOp op, LinkClass link, int gro
   int best_group = -1;
   for (const auto& s : hw_.collective_samples) {
     if (s.op != op || s.link != link) continue;
-    if (best_group < 0 || std::abs(s.group_size - group_size) < std::abs(best_group - group_size)) best_group = s.group_size;
+    if (best_group < 0 || std::abs(s.group_size - group_size) < std::abs(best_group - group_size))
+      best_group = s.group_size;
   }
   for (const auto& s : hw_.collective_samples) {
     if (s.op != op || s.link != link || s.group_size != best_group) continue;
@@ -36,17 +37,22 @@ double CollectiveCost::achieved_bw_gbps(CollectiveOp op, LinkClass link, int gro
 
 double CollectiveCost::flat(CollectiveOp op, double bytes, int n, LinkClass link) const {
   if (n <= 1 || bytes <= 0) return 0;
-  const double lat = (link == LinkClass::kScaleUp ? hw_.scale_up_latency_us : hw_.scale_out_latency_us) * kUs;
+  const double lat =
+      (link == LinkClass::kScaleUp ? hw_.scale_up_latency_us : hw_.scale_out_latency_us) * kUs;
   const double bw = achieved_bw_gbps(op, link, n, bytes) * kGB;
   const double frac = static_cast<double>(n - 1) / n;
   // Ring latency, capped by a tree's for large groups.
   const double steps = std::min<double>(n - 1, 2.0 * std::ceil(std::log2(static_cast<double>(n))));
   switch (op) {
-    case CollectiveOp::kAllReduce: return 2 * steps * lat + 2 * frac * bytes / bw;
+    case CollectiveOp::kAllReduce:
+      return 2 * steps * lat + 2 * frac * bytes / bw;
     case CollectiveOp::kAllGather:
-    case CollectiveOp::kReduceScatter: return steps * lat + frac * bytes / bw;
-    case CollectiveOp::kAllToAll: return (n - 1) * lat / std::max(1.0, std::log2(n)) + frac * bytes / bw;
-    case CollectiveOp::kSendRecv: return lat + bytes / bw;
+    case CollectiveOp::kReduceScatter:
+      return steps * lat + frac * bytes / bw;
+    case CollectiveOp::kAllToAll:
+      return (n - 1) * lat / std::max(1.0, std::log2(n)) + frac * bytes / bw;
+    case CollectiveOp::kSendRecv:
+      return lat + bytes / bw;
   }
   return 0;
 }
@@ -71,7 +77,8 @@ CollectiveTime CollectiveCost::time(CollectiveOp op, double bytes, const GroupSh
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
       // Across domains on the per-rail share, then inside the domain on the full buffer.
-      t.time_s = flat(op, bytes / k, d, LinkClass::kScaleOut) + flat(op, bytes, k, LinkClass::kScaleUp);
+      t.time_s =
+          flat(op, bytes / k, d, LinkClass::kScaleOut) + flat(op, bytes, k, LinkClass::kScaleUp);
       t.bus_bytes = static_cast<double>(d - 1) / d * bytes / k;
       break;
     case CollectiveOp::kAllToAll: {
@@ -80,7 +87,8 @@ CollectiveTime CollectiveCost::time(CollectiveOp op, double bytes, const GroupSh
       const double in_bytes = bytes * (k - 1) / n;
       const double nic = achieved_bw_gbps(op, LinkClass::kScaleOut, g.size, bytes) * kGB;
       const double nvl = achieved_bw_gbps(op, LinkClass::kScaleUp, k, bytes) * kGB;
-      t.time_s = std::max(out_bytes / nic, in_bytes / nvl) + (d - 1) * hw_.scale_out_latency_us * kUs / std::max(1.0, std::log2(d));
+      t.time_s = std::max(out_bytes / nic, in_bytes / nvl) +
+                 (d - 1) * hw_.scale_out_latency_us * kUs / std::max(1.0, std::log2(d));
       t.bus_bytes = out_bytes;
       break;
     }

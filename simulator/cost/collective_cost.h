@@ -9,7 +9,7 @@ namespace parallax {
 
 struct CollectiveTime {
   double time_s = 0;
-  double bus_bytes = 0;   ///< bytes each rank moves over its busiest link class
+  double bus_bytes = 0;  ///< bytes each rank moves over its busiest link class
   bool crosses_domains = false;
 };
 
@@ -21,10 +21,11 @@ class CollectiveCost {
   /// buffer per rank (the all-reduce input, the all-gather output, the reduce-scatter input,
   /// the all-to-all send buffer, the point-to-point message).
   ///
-  /// Inside one scale-up domain (ring, n ranks, bandwidth B, latency a):
-  ///   all-reduce      t = 2(n-1) a + 2 (n-1)/n * S / B
-  ///   all-gather/RS   t = (n-1) a + (n-1)/n * S / B
-  ///   all-to-all      t = (n-1) a + (n-1)/n * S / B
+  /// Inside one scale-up domain (n ranks, bandwidth B, latency a, and L = min(n-1, 2 ceil(log2 n))
+  /// latency steps: a ring's, capped by a tree's for large groups):
+  ///   all-reduce      t = 2 L a + 2 (n-1)/n * S / B
+  ///   all-gather/RS   t = L a + (n-1)/n * S / B
+  ///   all-to-all      t = (n-1)/max(1, log2 n) a + (n-1)/n * S / B  (pairwise exchanges in flight)
   /// Across domains (k members per domain, D domains, each GPU with its own NIC of bandwidth N):
   /// hierarchical (NCCL tree / NVLS-tree): reduce-scatter inside the domain, the collective on
   /// S/k across domains over the NICs, all-gather inside; latency of the inter-domain part is the

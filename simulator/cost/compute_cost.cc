@@ -13,7 +13,8 @@ namespace {
 // processors, over `batch` problems.
 double tile_wave_utilisation(int64_t m, int64_t n, int64_t batch, int tm, int tn, int sms) {
   const int64_t tiles_m = ceil_div(m, tm), tiles_n = ceil_div(n, tn);
-  const double u_tile = static_cast<double>(m) * n / (static_cast<double>(tiles_m) * tm * tiles_n * tn);
+  const double u_tile =
+      static_cast<double>(m) * n / (static_cast<double>(tiles_m) * tm * tiles_n * tn);
   const int64_t tiles = tiles_m * tiles_n * batch;
   const int64_t waves = ceil_div(tiles, sms);
   const double u_wave = static_cast<double>(tiles) / (static_cast<double>(waves) * sms);
@@ -31,7 +32,10 @@ double ComputeCost::gemm_efficiency(const GemmShape& s, Precision p, CostSource*
     const double d = std::abs(std::log2(static_cast<double>(s.m) / g.m)) +
                      std::abs(std::log2(static_cast<double>(s.n) / g.n)) +
                      std::abs(std::log2(static_cast<double>(s.k) / g.k));
-    if (d < best) { best = d; hit = &g; }
+    if (d < best) {
+      best = d;
+      hit = &g;
+    }
   }
   if (hit && best <= 1.5) {
     *src = CostSource::kMeasured;
@@ -42,7 +46,8 @@ double ComputeCost::gemm_efficiency(const GemmShape& s, Precision p, CostSource*
   const double u = std::max(
       tile_wave_utilisation(s.m, s.n, s.batch, hw_.gemm_tile_m, hw_.gemm_tile_n, hw_.sm_count),
       tile_wave_utilisation(s.m, s.n, s.batch, hw_.gemm_tile_n, hw_.gemm_tile_m, hw_.sm_count));
-  return base * u;
+  const double u_k = static_cast<double>(s.k) / static_cast<double>(s.k + hw_.gemm_k_overhead);
+  return base * u * u_k;
 }
 
 KernelTime ComputeCost::gemm(const GemmShape& s, Precision p) const {
@@ -68,9 +73,11 @@ KernelTime ComputeCost::gemm(const GemmShape& s, Precision p) const {
 KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk,
                                   int64_t d_v, bool causal, bool backward) const {
   KernelTime t;
-  const double fwd = 2.0 * batch_heads * s_q * s_kv * static_cast<double>(d_qk + d_v) * (causal ? 0.5 : 1.0);
+  const double fwd =
+      2.0 * batch_heads * s_q * s_kv * static_cast<double>(d_qk + d_v) * (causal ? 0.5 : 1.0);
   t.flops = backward ? 2.5 * fwd : fwd;
-  // Q, K, V, O (and dO, dQ, dK, dV in backward) in bf16; KV heads counted as query heads (upper bound).
+  // Q, K, V, O (and dO, dQ, dK, dV in backward) in bf16; KV heads counted as query heads (upper
+  // bound).
   t.bytes = 2.0 * batch_heads * (s_q * (d_qk + d_v) + s_kv * (d_qk + d_v)) * (backward ? 2.0 : 1.0);
   const double eff = backward ? hw_.attention_bwd_efficiency : hw_.attention_fwd_efficiency;
   const double compute_s = t.flops / (hw_.bf16_tflops * kTera * eff);

@@ -32,7 +32,9 @@ class ComputeCost {
   /// GEMM time. Roofline with tile and wave quantization:
   ///   t = max(2mnk / (peak * eff * u_tile * u_wave), bytes / (bw * eff_mem)) + overhead,
   ///   u_tile = mn / (ceil(m/tm) tm ceil(n/tn) tn),  u_wave = T / (ceil(T/SMs) SMs),
-  ///   T = ceil(m/tm) ceil(n/tn) tiles per problem times `batch`. The better of the two tile
+  ///   T = ceil(m/tm) ceil(n/tn) tiles per problem times `batch`; times u_k = k / (k + k0), the
+  ///   share of a tile's time in its K mainloop (k0: pipeline fill and epilogue, from the
+  ///   profile), which penalises the short-K GEMMs of small models. The better of the two tile
   ///   orientations is taken, as library heuristics do (NVIDIA, "Matrix Multiplication
   ///   Background User's Guide", 2023). fp8 GEMMs add the memory-bound casts of their bf16
   ///   inputs (read bf16, write fp8, plus an amax pass: 5 bytes per element of A and B).

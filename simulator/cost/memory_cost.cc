@@ -12,13 +12,18 @@ MemoryBreakdown parameter_memory(const ParallelPlan& p, double dense_params, dou
   const double dense_shard = static_cast<double>(p.dp) * p.cp;
   const double edp = std::max(1, expert_dp);
   auto sharded = [&](double bytes_per_param, bool shard) {
-    return bytes_per_param * (shard ? dense_params / dense_shard + expert_params / edp : dense_params + expert_params);
+    return bytes_per_param * (shard ? dense_params / dense_shard + expert_params / edp
+                                    : dense_params + expert_params);
   };
   if (p.fsdp) {
     m.weights_bytes = sharded(4, true);
     m.grads_bytes = sharded(4, true);
     m.optimizer_bytes = sharded(8, true);
     m.buffers_bytes = 2 * 2 * largest_layer_params;
+    // With pipeline parallelism FSDP2 keeps the stage's parameters gathered between
+    // microbatches (no reshard after forward) and accumulates unsharded bf16 gradients until the
+    // last microbatch: 2 + 2 bytes per parameter of the stage.
+    if (p.pp > 1) m.buffers_bytes += 4 * (dense_params + expert_params);
   } else {
     m.weights_bytes = sharded(2, p.zero_stage >= 3);
     m.grads_bytes = sharded(4, p.zero_stage >= 2);

@@ -16,7 +16,8 @@ struct MemoryBreakdown {
   double buffers_bytes = 0;      ///< communication buffers, gathered FSDP layers
   double reserved_bytes = 0;     ///< runtime context and fragmentation (from the profile)
   double total() const {
-    return weights_bytes + grads_bytes + optimizer_bytes + activations_bytes + buffers_bytes + reserved_bytes;
+    return weights_bytes + grads_bytes + optimizer_bytes + activations_bytes + buffers_bytes +
+           reserved_bytes;
   }
 };
 
@@ -25,7 +26,9 @@ struct MemoryBreakdown {
 ///   Megatron-style (bf16 params, fp32 grads, fp32 master + Adam m, v):
 ///     2 + 4 + 12 bytes/param; ZeRO-1 shards the 12, ZeRO-2 also the 4, ZeRO-3 also the 2.
 ///   FSDP2 (fp32 sharded params, fp32 sharded grads, Adam m, v): 4 + 4 + 8 bytes/param, all
-///     sharded, plus two gathered bf16 layers (current and prefetched) in buffers.
+///     sharded, plus two gathered bf16 layers (current and prefetched) in buffers; with pp > 1
+///     the stage stays gathered (2) and accumulates unsharded bf16 gradients (2) across
+///     microbatches.
 MemoryBreakdown parameter_memory(const ParallelPlan& p, double dense_params, double expert_params,
                                  int expert_dp, double largest_layer_params);
 

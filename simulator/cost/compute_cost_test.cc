@@ -1,0 +1,191 @@
+#include "simulator/cost/compute_cost.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "core/hw_profile.h"
+#include "core/units.h"
+
+namespace parallax {
+namespace {
+
+/// A part with round numbers so that every expected time can be derived by hand.
+HwProfile synthetic_profile() {
+  HwProfile hw;
+  hw.name = "synthetic";
+  hw.bf16_tflops = 1000;
+  hw.fp8_tflops = 2000;
+  hw.sm_count = 100;
+  hw.gemm_tile_m = 128;
+  hw.gemm_tile_n = 128;
+  hw.gemm_efficiency = 0.8;
+  hw.fp8_gemm_efficiency = 0.8;
+  hw.attention_fwd_efficiency = 0.5;
+  hw.attention_bwd_efficiency = 0.4;
+  hw.kernel_overhead_us = 0;
+  hw.hbm_gib = 80;
+  hw.hbm_bw_gbps = 1000;
+  hw.hbm_efficiency = 1.0;
+  return hw;
+}
+
+constexpr double kRel = 1e-12;  // relative tolerance: the oracles are the same closed forms
+
+double bf16_compute_s(double flops, double utilisation) {
+  return flops / (1000 * kTera * 0.8 * utilisation);
+}
+
+TEST(ComputeCost, GemmFillingWholeWavesRunsAtLibraryEfficiency) {
+  const HwProfile hw = synthetic_profile();
+  const ComputeCost cost(hw);
+  // m = n = 2560: 20 x 20 = 400 tiles of 128 x 128 = exactly 4 waves on 100 SMs, u = 1.
+  //   t = 2mnk / (peak * eff) = 2 * 2560^2 * 8192 / (1000e12 * 0.8) = 134.2 us;
+  //   memory: (2(mk + kn) + 2mn) / bw = 48.5 MB / 1000 GB/s = 48.5 us, so compute-bound.
+  const int64_t m = 2560, n = 2560, k = 8192;
+  const KernelTime t = cost.gemm({m, n, k}, Precision::kBf16);
+  const double flops = 2.0 * m * n * k;
+  EXPECT_DOUBLE_EQ(t.flops, flops);
+  EXPECT_DOUBLE_EQ(t.bytes, 2.0 * (m * k + k * n) + 2.0 * m * n);
+  EXPECT_NEAR(t.time_s, flops / (1000 * kTera * 0.8), kRel * t.time_s);
+  EXPECT_EQ(t.source, CostSource::kAnalytical);
+}
+
+TEST(ComputeCost, OneTileMoreThanAWaveCostsTwoWaves) {
+  HwProfile hw = synthetic_profile();
+  // A 128-wide GEMM has arithmetic intensity < 128 FLOP/byte; raise HBM to 10 TB/s so that
+  // both shapes stay compute-bound and the wave effect is what is measured.
+  hw.hbm_bw_gbps = 10000;
+  const ComputeCost cost(hw);
+  const int64_t k = 8192;
+  // One wave: 100 x 1 tiles on 100 SMs: t_wave = 2 * (100*128) * 128 * k / (peak * eff).
+  const double wave_s = bf16_compute_s(2.0 * 100 * 128 * 128 * k, 1.0);
+  const KernelTime one = cost.gemm({100 * 128, 128, k}, Precision::kBf16);
+  EXPECT_NEAR(one.time_s, wave_s, kRel * wave_s);
+  // 101 tiles need ceil(101/100) = 2 waves: u_wave = 101/200 and t = 2 * t_wave, not 1.01x.
+  const KernelTime two = cost.gemm({101 * 128, 128, k}, Precision::kBf16);
+  EXPECT_NEAR(two.time_s, 2 * wave_s, kRel * wave_s);
+}
+
+TEST(ComputeCost, TileQuantizationPadsPartialTiles) {
+  const HwProfile hw = synthetic_profile();
+  const ComputeCost cost(hw);
+  // m = 2500 needs ceil(2500/128) = 20 tiles (2560 rows), n = 2560: 400 tiles = 4 full waves.
+  //   u_tile = 2500 * 2560 / (2560 * 2560);  t = 2mnk / (peak * eff * u_tile)
+  //   = 2 * 2560 * 2560 * k / (peak * eff): the padded shape's time.
+  const int64_t m = 2500, n = 2560, k = 8192;
+  const double u_tile = static_cast<double>(m) * n / (2560.0 * 2560.0);
+  const double expected = bf16_compute_s(2.0 * m * n * k, u_tile);
+  const KernelTime t = cost.gemm({m, n, k}, Precision::kBf16);
+  EXPECT_NEAR(t.time_s, expected, kRel * expected);
+  EXPECT_NEAR(t.time_s, cost.gemm({2560, n, k}, Precision::kBf16).time_s, kRel * expected);
+  EXPECT_DOUBLE_EQ(t.flops, 2.0 * m * n * k);  // useful FLOPs, not padded ones
+}
+
+TEST(ComputeCost, ShortKPaysTheTileOverheadOfTheProfile) {
+  HwProfile hw = synthetic_profile();
+  hw.gemm_k_overhead = 256;
+  const ComputeCost cost(hw);
+  // u_k = k / (k + k0): k = 8192, k0 = 256 -> t = 2mnk / (peak * eff * u_k), 1/32 slower than
+  // the same full-wave shape without overhead; compute-bound as in the whole-wave test.
+  const int64_t m = 2560, n = 2560, k = 8192;
+  const double u_k = static_cast<double>(k) / (k + 256);
+  const double expected = bf16_compute_s(2.0 * m * n * k, u_k);
+  EXPECT_NEAR(cost.gemm({m, n, k}, Precision::kBf16).time_s, expected, kRel * expected);
+}
+
+TEST(ComputeCost, SkinnyGemmIsMemoryBound) {
+  const HwProfile hw = synthetic_profile();
+  const ComputeCost cost(hw);
+  // A matrix-vector product 8192 x 8192 x 1: bytes = 2(mk + kn) + 2mn, t = bytes / (bw * eff);
+  // compute would be 2mk / (peak * eff * u) with u = (1/128) * 0.64, about 33 us < 134 us.
+  const int64_t m = 8192, n = 1, k = 8192;
+  const double bytes = 2.0 * (m * k + k * n) + 2.0 * m * n;
+  const KernelTime t = cost.gemm({m, n, k}, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(t.bytes, bytes);
+  EXPECT_NEAR(t.time_s, bytes / (1000 * kGB * 1.0), kRel * t.time_s);
+}
+
+TEST(ComputeCost, Fp8GemmIsFasterButLessThanTwiceOnceCastsAreAdded) {
+  const HwProfile hw = synthetic_profile();
+  const ComputeCost cost(hw);
+  // m = n = 12800 (100 x 100 tiles = 100 full waves), k = 4096; both precisions compute-bound.
+  //   bf16: t = 2mnk / (1000e12 * 0.8)
+  //   fp8:  t = 2mnk / (2000e12 * 0.8) + 5 (mk + kn) / bw   (cast bf16 -> fp8 and amax pass)
+  const int64_t m = 12800, n = 12800, k = 4096;
+  const double flops = 2.0 * m * n * k;
+  const double bf16_s = flops / (1000 * kTera * 0.8);
+  const double fp8_s = flops / (2000 * kTera * 0.8) + 5.0 * (m * k + k * n) / (1000 * kGB);
+  const KernelTime bf16 = cost.gemm({m, n, k}, Precision::kBf16);
+  const KernelTime fp8 = cost.gemm({m, n, k}, Precision::kFp8);
+  EXPECT_NEAR(bf16.time_s, bf16_s, kRel * bf16_s);
+  EXPECT_NEAR(fp8.time_s, fp8_s, kRel * fp8_s);
+  EXPECT_LT(fp8.time_s, bf16.time_s);
+  EXPECT_GT(fp8.time_s, bf16.time_s / 2);
+}
+
+TEST(ComputeCost, Fp8FallsBackToBf16WithoutFp8Units) {
+  HwProfile hw = synthetic_profile();
+  hw.fp8_tflops = 0;
+  const ComputeCost cost(hw);
+  const GemmShape s{2560, 2560, 8192};
+  EXPECT_DOUBLE_EQ(cost.gemm(s, Precision::kFp8).time_s, cost.gemm(s, Precision::kBf16).time_s);
+}
+
+TEST(ComputeCost, AttentionFlopsCausalHalfAndBackwardTwoAndAHalf) {
+  const HwProfile hw = synthetic_profile();
+  const ComputeCost cost(hw);
+  // fwd = 2 * bh * s_q * s_kv * (d_qk + d_v), halved when causal; bwd = 2.5 x fwd.
+  const int64_t bh = 32, s = 4096, d = 128;
+  const double full = 2.0 * bh * s * s * (d + d);
+  const KernelTime f_full = cost.attention(bh, s, s, d, d, /*causal=*/false, /*backward=*/false);
+  const KernelTime f_causal = cost.attention(bh, s, s, d, d, true, false);
+  const KernelTime b_full = cost.attention(bh, s, s, d, d, false, true);
+  const KernelTime b_causal = cost.attention(bh, s, s, d, d, true, true);
+  EXPECT_DOUBLE_EQ(f_full.flops, full);
+  EXPECT_DOUBLE_EQ(f_causal.flops, full / 2);
+  EXPECT_DOUBLE_EQ(b_full.flops, 2.5 * full);
+  EXPECT_DOUBLE_EQ(b_causal.flops, 2.5 * full / 2);
+  // Compute-bound here (flops / 0.5 PFLOP/s = 550 us vs 134 MB / 1 TB/s):
+  //   t_fwd = flops / (peak * eff_fwd), t_bwd = 2.5 flops / (peak * eff_bwd).
+  EXPECT_NEAR(f_full.time_s, full / (1000 * kTera * 0.5), kRel * f_full.time_s);
+  EXPECT_NEAR(b_causal.time_s, 2.5 * full / 2 / (1000 * kTera * 0.4), kRel * b_causal.time_s);
+}
+
+TEST(ComputeCost, MemoryBoundKernelIsBytesOverEffectiveBandwidth) {
+  HwProfile hw = synthetic_profile();
+  hw.hbm_efficiency = 0.5;
+  // t = bytes / (bw * eff) = 1e9 / (1000e9 * 0.5) = 2 ms.
+  EXPECT_NEAR(ComputeCost(hw).memory_bound(1e9).time_s, 1e9 / (1000 * kGB * 0.5), 1e-15);
+  // Launch overhead adds on top: + 5 us.
+  hw.kernel_overhead_us = 5;
+  EXPECT_NEAR(ComputeCost(hw).memory_bound(1e9).time_s, 2e-3 + 5e-6, 1e-15);
+}
+
+TEST(ComputeCost, MeasuredGemmSampleOverridesNearbyShapesOnly) {
+  HwProfile hw = synthetic_profile();
+  const HwProfile analytical_hw = hw;
+  // Measured: 4096^3 ran at 500 TFLOP/s, an efficiency of 0.5 instead of the analytical
+  // 0.8 * u (u = 1024 / 1100 for 1024 tiles on 100 SMs).
+  hw.gemm_samples.push_back({4096, 4096, 4096, Precision::kBf16, 500});
+  const ComputeCost cost(hw);
+  const ComputeCost analytical(analytical_hw);
+
+  // 4096 x 4096 x 8192 is one factor of 2 away (|log2| distance 1 <= 1.5): t = 2mnk / 500e12.
+  const GemmShape near{4096, 4096, 8192};
+  const KernelTime t_near = cost.gemm(near, Precision::kBf16);
+  EXPECT_EQ(t_near.source, CostSource::kMeasured);
+  EXPECT_NEAR(t_near.time_s, near.flops() / (500 * kTera), kRel * t_near.time_s);
+
+  // 512^3 is 9 octaves away: the analytical model answers.
+  const GemmShape far{512, 512, 512};
+  const KernelTime t_far = cost.gemm(far, Precision::kBf16);
+  EXPECT_EQ(t_far.source, CostSource::kAnalytical);
+  EXPECT_DOUBLE_EQ(t_far.time_s, analytical.gemm(far, Precision::kBf16).time_s);
+
+  // A bf16 sample says nothing about fp8.
+  EXPECT_EQ(cost.gemm(near, Precision::kFp8).source, CostSource::kAnalytical);
+}
+
+}  // namespace
+}  // namespace parallax

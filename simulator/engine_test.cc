@@ -1,0 +1,243 @@
+#include "simulator/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/hw_profile.h"
+#include "core/model_spec.h"
+#include "core/parallel_plan.h"
+#include "simulator/schedules/pipeline_schedule.h"
+#include "simulator/simulate.h"
+
+namespace parallax {
+namespace {
+
+using Schedule = std::vector<std::vector<PipelineOp>>;
+
+constexpr int kBubble = static_cast<int>(CostCategory::kBubble);
+constexpr int kCompute = static_cast<int>(CostCategory::kCompute);
+
+PassCost pass(double time_s) {
+  PassCost p;
+  p.add(OpCost{"pass", CostCategory::kCompute, time_s, time_s, 0});
+  return p;
+}
+
+/// A virtual stage whose passes take fixed times: forward f, full backward b (split into
+/// input-gradient b/2 and weight-gradient b/2 for zero-bubble schedules).
+StageCost fixed_stage(double f, double b, double act_bytes = 0, int layers = 1) {
+  StageCost s;
+  s.layers = layers;
+  s.forward = pass(f);
+  s.backward = pass(b);
+  s.backward_input = pass(b / 2);
+  s.backward_weight = pass(b / 2);
+  s.act_bytes_per_microbatch = act_bytes;
+  return s;
+}
+
+/// pp ranks, vpp chunks each, m microbatches; every virtual stage runs f / vpp and b / vpp so
+/// that a pipeline rank does f and b per microbatch whatever vpp is. No p2p, sync or optimizer.
+EngineSetup fixed_setup(ScheduleKind kind, int pp, int vpp, int m, double f, double b,
+                        double act_bytes = 0, int layers = 1) {
+  EngineSetup s;
+  s.plan.pp = pp;
+  s.plan.vpp = vpp;
+  s.plan.micro_batch = 1;
+  s.plan.global_batch = m;
+  s.plan.schedule = kind;
+  for (int vs = 0; vs < pp * vpp; ++vs) {
+    s.stages.push_back(fixed_stage(f / vpp, b / vpp, act_bytes, layers));
+    s.stages.back().virtual_stage = vs;
+  }
+  s.grad_sync_s.assign(pp * vpp, 0);
+  s.param_sync_s.assign(pp * vpp, 0);
+  s.optimizer_s.assign(pp, 0);
+  return s;
+}
+
+EngineResult run(const EngineSetup& s) {
+  const auto sched = build_pipeline_schedule(s.plan.schedule, s.plan.pp, s.plan.vpp,
+                                             static_cast<int>(s.plan.num_microbatches()));
+  EXPECT_TRUE(sched.ok()) << sched.error_text();
+  return sched.ok() ? run_engine(s, sched.value()) : EngineResult{};
+}
+
+std::string label(int pp, int vpp, int m) {
+  return "pp=" + std::to_string(pp) + " vpp=" + std::to_string(vpp) + " m=" + std::to_string(m);
+}
+
+TEST(Engine, OneFOneBStepAndBubble) {
+  // PipeDream-Flush with no p2p cost: T = (m + p - 1)(F + B), and every rank idles for
+  // (p - 1)(F + B): bubble / T = (p - 1) / (m + p - 1).
+  const double f = 1, b = 2;
+  for (int pp : {1, 2, 4}) {
+    for (int m : {1, 2, 5, 8}) {
+      const EngineResult r = run(fixed_setup(ScheduleKind::k1F1B, pp, 1, m, f, b));
+      const double t = (m + pp - 1) * (f + b);
+      EXPECT_DOUBLE_EQ(r.step_time_s, t) << label(pp, 1, m);
+      ASSERT_EQ(r.ranks.size(), static_cast<size_t>(pp));
+      for (const RankOutcome& o : r.ranks) {
+        EXPECT_DOUBLE_EQ(o.busy_by_category[kCompute], m * (f + b)) << label(pp, 1, m);
+        EXPECT_DOUBLE_EQ(o.busy_by_category[kBubble] / r.step_time_s,
+                         static_cast<double>(pp - 1) / (m + pp - 1))
+            << label(pp, 1, m);
+      }
+    }
+  }
+}
+
+TEST(Engine, InterleavedStepShrinksTheBubbleByVpp) {
+  // Megatron interleaving, chunks of F/v and B/v: T = (m + (p - 1)/v)(F + B).
+  const double f = 1, b = 2;
+  for (int pp : {2, 4}) {
+    for (int vpp : {2, 4}) {
+      for (int m : {pp, 2 * pp}) {
+        const EngineResult r = run(fixed_setup(ScheduleKind::kInterleaved1F1B, pp, vpp, m, f, b));
+        EXPECT_NEAR(r.step_time_s, (m + static_cast<double>(pp - 1) / vpp) * (f + b), 1e-12)
+            << label(pp, vpp, m);
+      }
+    }
+  }
+}
+
+TEST(Engine, ZeroBubbleH1BeatsOneFOneB) {
+  // F = 1, B = W = 1 (1F1B runs them fused as a backward of 2). Qi et al. 2024, m >= p:
+  //   T_1F1B = (m + p - 1)(F + B + W) = 3(m + p - 1),  T_H1 = m(F + B + W) + (p - 1)(F + B - W)
+  //   = 3m + p - 1.
+  const int pp = 4;
+  for (int m : {4, 8}) {
+    const EngineResult base = run(fixed_setup(ScheduleKind::k1F1B, pp, 1, m, 1, 2));
+    const EngineResult h1 = run(fixed_setup(ScheduleKind::kZeroBubbleH1, pp, 1, m, 1, 2));
+    EXPECT_DOUBLE_EQ(base.step_time_s, 3.0 * (m + pp - 1));
+    EXPECT_DOUBLE_EQ(h1.step_time_s, 3.0 * m + pp - 1);
+    EXPECT_LT(h1.step_time_s, base.step_time_s);
+  }
+}
+
+TEST(Engine, OneFOneBPeakActivationsOfRankZeroAreMinPM) {
+  // 1F1B holds min(p - r, m) microbatches on rank r; rank 0 peaks at min(p, m).
+  const double act = 100;
+  const int pp = 4;
+  for (int m : {2, 4, 8}) {
+    const EngineResult r = run(fixed_setup(ScheduleKind::k1F1B, pp, 1, m, 1, 2, act));
+    EXPECT_DOUBLE_EQ(r.ranks[0].peak_activation_bytes, std::min(pp, m) * act) << label(pp, 1, m);
+    for (int rank = 0; rank < pp; ++rank) {
+      EXPECT_DOUBLE_EQ(r.ranks[rank].peak_activation_bytes, std::min(pp - rank, m) * act)
+          << label(pp, 1, m) << " rank " << rank;
+    }
+  }
+}
+
+TEST(Engine, GradientSyncOverlapNeverHurtsAndWithoutItAddsExactlyTheSync) {
+  // pp = 2, m = 4, F = 1, B = 2: the pipeline ends at T = (m + p - 1)(F + B) = 15 on rank 0.
+  // Gradient reduction S = 1 per stage in 4 buckets (one per layer).
+  const int pp = 2, m = 4, layers = 4;
+  const double f = 1, b = 2, sync = 1;
+  const double t = (m + pp - 1) * (f + b);
+  EngineSetup s = fixed_setup(ScheduleKind::k1F1B, pp, 1, m, f, b, 0, layers);
+  s.grad_sync_s.assign(pp, sync);
+
+  s.plan.overlap_grad_reduce = false;
+  const EngineResult off = run(s);
+  // Off: the reduction starts after the last backward, T + S.
+  EXPECT_DOUBLE_EQ(off.step_time_s, t + sync);
+
+  s.plan.overlap_grad_reduce = true;
+  const EngineResult on = run(s);
+  EXPECT_LE(on.step_time_s, off.step_time_s);
+  EXPECT_GE(on.step_time_s, t);
+  // On: bucket j (of L) is ready at b0 + (j+1) B / L of the last backward and takes S / L <= B / L,
+  // so only the last bucket sticks out: T + S / L.
+  EXPECT_DOUBLE_EQ(on.step_time_s, t + sync / layers);
+}
+
+TEST(Engine, OptimizerStepAddsToTheStep) {
+  const int pp = 2, m = 4;
+  EngineSetup s = fixed_setup(ScheduleKind::k1F1B, pp, 1, m, 1, 2);
+  s.optimizer_s = {0.5, 0.25};
+  // Rank 0 ends its pipeline last, at (m + p - 1)(F + B), then steps its optimizer.
+  EXPECT_DOUBLE_EQ(run(s).step_time_s, (m + pp - 1) * 3.0 + 0.5);
+}
+
+HwProfile synthetic_profile(int scale_up_domain) {
+  HwProfile hw;
+  hw.name = "synthetic";
+  hw.bf16_tflops = 1000;
+  hw.fp8_tflops = 2000;
+  hw.sm_count = 100;
+  hw.gemm_efficiency = 0.8;
+  hw.fp8_gemm_efficiency = 0.8;
+  hw.attention_fwd_efficiency = 0.5;
+  hw.attention_bwd_efficiency = 0.4;
+  hw.hbm_gib = 80;
+  hw.hbm_bw_gbps = 1000;
+  hw.hbm_efficiency = 1.0;
+  hw.gpus_per_node = scale_up_domain;
+  hw.scale_up_domain = scale_up_domain;
+  hw.scale_up_bw_gbps = 100;
+  hw.scale_up_efficiency = 1.0;
+  hw.scale_out_bw_gbps = 10;
+  hw.scale_out_efficiency = 1.0;
+  return hw;
+}
+
+ModelSpec tiny_model(int layers) {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = layers;
+  m.hidden = 256;
+  m.heads = 4;
+  m.kv_heads = 4;
+  m.head_dim = 64;
+  m.ffn_hidden = 1024;
+  m.ffn_act = FfnAct::kGelu;
+  m.vocab = 1000;
+  return m;
+}
+
+void expect_full_ranks_match_representative(const ModelSpec& m, const ParallelPlan& p, int domain) {
+  const Cluster c{synthetic_profile(domain), p.gpus()};
+  const auto rep = simulate(m, c, p, {.full_ranks = false});
+  const auto full = simulate(m, c, p, {.full_ranks = true});
+  ASSERT_TRUE(rep.ok()) << rep.error_text();
+  ASSERT_TRUE(full.ok()) << full.error_text();
+  const std::string at = "tp=" + std::to_string(p.tp) + " pp=" + std::to_string(p.pp) +
+                         " dp=" + std::to_string(p.dp) + " vpp=" + std::to_string(p.vpp) +
+                         " domain=" + std::to_string(domain);
+  EXPECT_GT(rep->step_time_s, 0) << at;
+  EXPECT_DOUBLE_EQ(full->step_time_s, rep->step_time_s) << at;
+  EXPECT_EQ(rep->engine.ranks.size(), static_cast<size_t>(p.pp)) << at;
+  EXPECT_EQ(full->engine.ranks.size(), static_cast<size_t>(p.gpus())) << at;
+  for (int r = 0; r < p.pp; ++r) {
+    EXPECT_DOUBLE_EQ(full->stages[r].memory.total(), rep->stages[r].memory.total()) << at;
+  }
+}
+
+TEST(Engine, FullRanksMatchRepresentativeRanks) {
+  ParallelPlan p;
+  p.tp = 2;
+  p.pp = 2;
+  p.dp = 2;
+  p.micro_batch = 1;
+  p.global_batch = 8;  // m = 4
+  p.seq_len = 128;
+  for (int domain : {8, 2}) expect_full_ranks_match_representative(tiny_model(4), p, domain);
+
+  ParallelPlan q;
+  q.pp = 4;
+  q.dp = 2;
+  q.vpp = 2;
+  q.schedule = ScheduleKind::kInterleaved1F1B;
+  q.micro_batch = 1;
+  q.global_batch = 16;  // m = 8, a multiple of pp
+  q.seq_len = 128;
+  q.zero_stage = 1;
+  for (int domain : {8, 2}) expect_full_ranks_match_representative(tiny_model(8), q, domain);
+}
+
+}  // namespace
+}  // namespace parallax

@@ -1,0 +1,236 @@
+#include "simulator/lower.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/hw_profile.h"
+#include "core/model_spec.h"
+#include "core/parallel_plan.h"
+#include "core/rank_map.h"
+
+namespace parallax {
+namespace {
+
+HwProfile synthetic_profile() {
+  HwProfile hw;
+  hw.name = "synthetic";
+  hw.bf16_tflops = 1000;
+  hw.fp8_tflops = 2000;
+  hw.sm_count = 100;
+  hw.gemm_tile_m = 128;
+  hw.gemm_tile_n = 128;
+  hw.gemm_efficiency = 0.8;
+  hw.fp8_gemm_efficiency = 0.8;
+  hw.attention_fwd_efficiency = 0.5;
+  hw.attention_bwd_efficiency = 0.4;
+  hw.kernel_overhead_us = 0;
+  hw.hbm_gib = 80;
+  hw.hbm_bw_gbps = 1000;
+  hw.hbm_efficiency = 1.0;
+  hw.gpus_per_node = 8;
+  hw.scale_up_domain = 8;
+  hw.scale_up_bw_gbps = 100;
+  hw.scale_up_efficiency = 1.0;
+  hw.scale_out_bw_gbps = 10;
+  hw.scale_out_efficiency = 1.0;
+  return hw;
+}
+
+/// GPT-style: MHA, GELU MLP of width 4h, tied embeddings (the setting of Korthikanti et al. and
+/// of Narayanan et al. 2021's FLOP formula).
+ModelSpec gpt(int layers = 4) {
+  ModelSpec m;
+  m.name = "gpt-test";
+  m.layers = layers;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 16;
+  m.head_dim = 64;
+  m.ffn_hidden = 4 * 1024;
+  m.ffn_act = FfnAct::kGelu;
+  m.vocab = 32000;
+  m.tied_embeddings = true;
+  return m;
+}
+
+ModelSpec moe() {
+  ModelSpec m = gpt(2);
+  m.ffn_act = FfnAct::kSwiglu;
+  m.moe = MoeSpec{
+      .experts = 8, .top_k = 2, .shared_experts = 0, .expert_ffn_hidden = 1024, .dense_layers = 0};
+  return m;
+}
+
+ParallelPlan plan(int tp, bool sp, Recompute rc) {
+  ParallelPlan p;
+  p.tp = tp;
+  p.micro_batch = 2;
+  p.seq_len = 2048;
+  p.global_batch = 8;
+  p.sequence_parallel = sp;
+  p.recompute = rc;
+  return p;
+}
+
+void expect_rel(double actual, double expected) {
+  EXPECT_NEAR(actual, expected, 1e-12 * std::abs(expected)) << "expected " << expected;
+}
+
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+// eq. (1): per layer and microbatch, tp = 1, bytes = s b h (34 + 5 a s / h). Flash attention stores
+// no s x s tensor (drop 5as/h), this model has no dropout (drop the two 1-byte masks: 34 -> 32),
+// and flash attention keeps fp32 softmax statistics per head and token: + 4 a s b.
+TEST(Lower, ActivationBytesMatchKorthikantiWithoutTp) {
+  const ModelSpec m = gpt();
+  const ParallelPlan p = plan(1, false, Recompute::kNone);
+  const double s = 2048, b = 2, h = 1024, a = 16;
+  for (int layer = 0; layer < m.layers; ++layer) {
+    expect_rel(layer_activation_bytes(m, p, layer), s * b * h * 32 + 4 * a * s * b);
+  }
+}
+
+TEST(Lower, ActivationBytesWithTensorAndSequenceParallelism) {
+  const ModelSpec m = gpt();
+  const double s = 2048, b = 2, h = 1024, a = 16, t = 4;
+  // Korthikanti eq. (5), TP + SP: s b h 34 / t; here s b h 32 / t + 4 (a/t) s b.
+  expect_rel(layer_activation_bytes(m, plan(4, true, Recompute::kNone), 0),
+             s * b * h * 32 / t + 4 * (a / t) * s * b);
+  // Korthikanti eq. (2), TP without SP: s b h (10 + 24/t); without the two dropout masks the
+  // replicated part (two norm inputs, QKV and MLP inputs) is 8: s b h (8 + 24/t) + 4 (a/t) s b.
+  expect_rel(layer_activation_bytes(m, plan(4, false, Recompute::kNone), 0),
+             s * b * h * (8 + 24 / t) + 4 * (a / t) * s * b);
+}
+
+TEST(Lower, ActivationBytesWithContextParallelismSplitTheSequence) {
+  const ModelSpec m = gpt();
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.cp = 2;
+  const double s = 2048.0 / 2, b = 2, h = 1024, a = 16;  // each rank holds s/cp tokens
+  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * 32 + 4 * a * s * b);
+}
+
+TEST(Lower, ActivationBytesWithFullRecomputeKeepOnlyTheLayerInput) {
+  const ModelSpec m = gpt();
+  const double s = 2048, b = 2, h = 1024, t = 4;
+  // Korthikanti section 5: full recompute stores the layer input, 2 s b h (SP: / t).
+  expect_rel(layer_activation_bytes(m, plan(1, false, Recompute::kFull), 0), 2 * s * b * h);
+  expect_rel(layer_activation_bytes(m, plan(4, true, Recompute::kFull), 0), 2 * s * b * h / t);
+}
+
+// Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters using
+// Megatron-LM", eq. 3), GPT with full recompute, full (non-causal) attention:
+//   F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
+// Derivation per step: forward matmuls 24 B s l h^2 (QKV 6, out 2, MLP 16 per token and h^2),
+// attention 4 B s^2 l h (QK^T and PV), logits 2 B s h V; layers run 4 times (fwd, recompute,
+// 2x bwd), the logits 3 times: 4 (24 B s l h^2 + 4 B s^2 l h) + 3 * 2 B s h V.
+TEST(Lower, StepFlopsMatchMegatronFormula) {
+  const ModelSpec m = gpt();
+  const ParallelPlan p = plan(1, false, Recompute::kFull);
+  const double bb = 8, s = 2048, l = 4, h = 1024, v = 32000;
+  const double megatron = 96 * bb * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+  expect_rel(step_flops(m, p, /*causal=*/false, /*with_recompute=*/true), megatron);
+  // Without recompute (model FLOPs): 3 passes of everything, 72 B s l h^2 (1 + s/(6h) + V/(12lh)).
+  expect_rel(step_flops(m, p, false, false),
+             72 * bb * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h)));
+  // Causal attention halves the 4 B s^2 l h term of each pass.
+  expect_rel(step_flops(m, p, true, false),
+             3 * (24 * bb * s * l * h * h + 2 * bb * s * s * l * h + 2 * bb * s * h * v));
+  // Selective recompute re-runs attention only: + 4 B s^2 l h (full counting).
+  expect_rel(step_flops(m, plan(1, false, Recompute::kSelective), false, true),
+             3 * (24 * bb * s * l * h * h + 4 * bb * s * s * l * h + 2 * bb * s * h * v) +
+                 4 * bb * s * s * l * h);
+}
+
+TEST(Lower, ForwardFlopsOfTheStagesAddUpToAThirdOfTheModelFlops) {
+  // The lowered passes and step_flops count the same work: over all ranks of one microbatch
+  // group, forward FLOPs * microbatches = step_flops(causal, no recompute) / 3.
+  const ModelSpec m = gpt();
+  const HwProfile hw = synthetic_profile();
+  for (int tp : {1, 2}) {
+    ParallelPlan p = plan(tp, false, Recompute::kNone);
+    p.pp = 2;
+    const RankMap ranks(p, hw.scale_up_domain);
+    double fwd = 0;
+    for (const StageCost& s : lower_stages(m, p, hw, ranks)) fwd += s.forward.flops;
+    expect_rel(fwd * tp * static_cast<double>(p.num_microbatches()),
+               step_flops(m, p, true, false) / 3);
+  }
+}
+
+TEST(Lower, StageParametersAddUpToTheModel) {
+  ModelSpec m = gpt(5);
+  m.tied_embeddings = false;
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.pp = 2;
+  const HwProfile hw = synthetic_profile();
+  const std::vector<StageCost> stages = lower_stages(m, p, hw, RankMap(p, hw.scale_up_domain));
+  ASSERT_EQ(stages.size(), 2u);
+  double params = 0;
+  int layers = 0;
+  for (const StageCost& s : stages) {
+    EXPECT_EQ(s.first_layer, layers);
+    params += s.dense_params + s.expert_params;
+    layers += s.layers;
+  }
+  EXPECT_EQ(layers, m.layers);
+  EXPECT_TRUE(stages.front().has_embedding);
+  EXPECT_TRUE(stages.back().has_output);
+  // Embedding + output + layers (attention, MLP, two norms each) + the final norm.
+  EXPECT_DOUBLE_EQ(params, count_params(m).total());
+}
+
+/// Communication ops of a category that actually move data, over every pass of every stage.
+int comm_ops(const std::vector<StageCost>& stages, CostCategory c) {
+  int n = 0;
+  for (const StageCost& s : stages) {
+    for (const PassCost* pass : {&s.forward, &s.backward, &s.backward_input, &s.backward_weight}) {
+      for (const OpCost& op : pass->ops) n += op.category == c && op.busy_s > 0;
+    }
+  }
+  return n;
+}
+
+std::vector<StageCost> lower(const ModelSpec& m, const ParallelPlan& p) {
+  const HwProfile hw = synthetic_profile();
+  return lower_stages(m, p, hw, RankMap(p, hw.scale_up_domain));
+}
+
+TEST(Lower, TensorParallelCommunicationOnlyWithTp) {
+  const ModelSpec m = gpt();
+  EXPECT_EQ(comm_ops(lower(m, plan(1, false, Recompute::kNone)), CostCategory::kTpComm), 0);
+  const auto tp2 = lower(m, plan(2, false, Recompute::kNone));
+  EXPECT_GT(comm_ops(tp2, CostCategory::kTpComm), 0);
+  EXPECT_GT(tp2[0].forward.by_category[static_cast<int>(CostCategory::kTpComm)], 0);
+  EXPECT_GT(comm_ops(lower(m, plan(2, true, Recompute::kNone)), CostCategory::kTpComm), 0);
+}
+
+TEST(Lower, ExpertAllToAllOnlyWithEp) {
+  const ModelSpec m = moe();
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.dp = 2;
+  EXPECT_EQ(comm_ops(lower(m, p), CostCategory::kEpComm), 0);
+  p.ep = 2;
+  const auto ep2 = lower(m, p);
+  // Dispatch and combine in forward, their mirrors in backward, per MoE layer.
+  EXPECT_GT(comm_ops(ep2, CostCategory::kEpComm), 0);
+  EXPECT_GT(ep2[0].forward.by_category[static_cast<int>(CostCategory::kEpComm)], 0);
+  EXPECT_EQ(comm_ops(ep2, CostCategory::kTpComm), 0);
+  EXPECT_EQ(comm_ops(ep2, CostCategory::kCpComm), 0);
+}
+
+TEST(Lower, ContextParallelRingOnlyWithCp) {
+  const ModelSpec m = gpt();
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  EXPECT_EQ(comm_ops(lower(m, p), CostCategory::kCpComm), 0);
+  p.cp = 2;
+  const auto cp2 = lower(m, p);
+  EXPECT_GT(comm_ops(cp2, CostCategory::kCpComm), 0);
+  EXPECT_EQ(comm_ops(cp2, CostCategory::kTpComm), 0);
+  EXPECT_EQ(comm_ops(cp2, CostCategory::kEpComm), 0);
+}
+
+}  // namespace
+}  // namespace parallax

@@ -1,0 +1,579 @@
+// Tests of the `parallax` binary as a user runs it: exit codes (0 fits, 1 out of memory, 2 bad
+// input), the messages on stderr, what goes to stdout, and the files it writes or must not write.
+// PARALLAX_BINARY is the built CLI; the fixtures are in tests/data.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/json_io.h"
+#include "core/model_zoo.h"
+
+namespace parallax {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fixture in tests/data.
+std::string Data(const std::string& name) {
+  return std::string(PARALLAX_SOURCE_DIR "/tests/data/") + name;
+}
+
+// A shell word in single quotes: it's -> 'it'\''s'.
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  ///< stdout, and stderr unless the run asked for stdout only
+};
+
+std::ostream& operator<<(std::ostream& os, const CliRun& r) {
+  constexpr size_t kShown = 1500;
+  os << "exit " << r.exit_code << ", output:\n" << r.out.substr(0, kShown);
+  if (r.out.size() > kShown) os << "... (" << r.out.size() - kShown << " more bytes)";
+  return os;
+}
+
+enum class Streams { kBoth, kStdoutOnly };
+
+// Runs `parallax ARGS` (ARGS already shell-quoted where needed).
+CliRun Parallax(const std::string& args, Streams streams = Streams::kBoth) {
+  const std::string cmd =
+      Quote(PARALLAX_BINARY) + " " + args + (streams == Streams::kBoth ? " 2>&1" : " 2>/dev/null");
+  CliRun r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool Has(const CliRun& r, const std::string& needle) {
+  return r.out.find(needle) != std::string::npos;
+}
+
+// The JSON in `text`, or null after recording a failure.
+Json ParseOrFail(const std::string& text, const std::string& where) {
+  auto j = parse_json(text, where);
+  if (j.ok()) return j.value();
+  ADD_FAILURE() << j.error_text() << text.substr(0, 2000);
+  return nullptr;
+}
+
+// A fresh directory under the test temp dir, removed with everything in it.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (fs::path(::testing::TempDir()) / "parallax_cli_XXXXXX").string();
+    PX_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed for " << tmpl);
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path_))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A small layout that fits and simulates in well under a second: Llama-3.1 8B, tp8 on 8 H100s.
+const char kSmall[] =
+    "--model llama3.1-8b --cluster h100-sxm-80gb --gpus 8 --tp 8 --gbs 4 --seq 4096";
+
+// ---- help -------------------------------------------------------------------------------------
+
+TEST(CliHelp, TopLevelHelpListsTheSubcommands) {
+  const CliRun r = Parallax("--help");
+  EXPECT_EQ(r.exit_code, 0) << r;
+  for (const char* s : {"simulate", "validate", "models", "profiles"}) EXPECT_TRUE(Has(r, s)) << s;
+}
+
+TEST(CliHelp, SimulateHelpListsTheLayoutFlags) {
+  const CliRun r = Parallax("simulate --help");
+  EXPECT_EQ(r.exit_code, 0) << r;
+  for (const char* flag :
+       {"--model",     "--cluster",  "--gpus",      "--tp",   "--pp",   "--dp",
+        "--cp",        "--ep",       "--etp",       "--vpp",  "--mbs",  "--gbs",
+        "--seq",       "--sp",       "--recompute", "--zero", "--fsdp", "--schedule",
+        "--precision", "--scenario", "--format",    "--trace"})
+    EXPECT_TRUE(Has(r, flag)) << flag << " missing from:\n" << r.out;
+  EXPECT_TRUE(Has(r, "Exit code")) << r;
+}
+
+TEST(CliHelp, ValidateHelpPrintsTheFillRule) {
+  const CliRun r = Parallax("validate --help");
+  EXPECT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r, "micro_batch=1")) << r;
+}
+
+TEST(CliHelp, MissingSubcommandIsBadInput) {
+  const CliRun r = Parallax("");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "subcommand")) << r;
+}
+
+TEST(CliHelp, UnknownFlagIsBadInput) {
+  const CliRun r = Parallax("simulate --tpp 8");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--tpp")) << r;
+}
+
+// ---- simulate: bad input ----------------------------------------------------------------------
+
+TEST(CliSimulate, UnknownModelSuggestsTheNearestName) {
+  const CliRun r = Parallax("simulate --model lama3.1-70b");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--model: unknown model 'lama3.1-70b'")) << r;
+  EXPECT_TRUE(Has(r, "did you mean 'llama3.1-70b'")) << r;
+}
+
+TEST(CliSimulate, UnknownClusterSuggestsTheNearestName) {
+  const CliRun r = Parallax("simulate --cluster h100");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--cluster: unknown hardware profile 'h100'")) << r;
+  EXPECT_TRUE(Has(r, "did you mean 'h100-sxm-80gb'")) << r;
+}
+
+TEST(CliSimulate, TpMustDivideHeads) {
+  // 192 GPUs so that tp=3 divides the GPU count and only the head count is wrong.
+  const CliRun r = Parallax("simulate --model llama3.1-70b --gpus 192 --tp 3");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--tp: tp=3 must divide heads=64")) << r;
+  EXPECT_TRUE(Has(r, "tp in {1,2,4,8,16,32,64}")) << r;
+}
+
+TEST(CliSimulate, TpAloneThatDividesNeitherHeadsNorGpusReportsTheHeads) {
+  // The default 64 GPUs are not a multiple of 3 either; both problems must be reported, and the
+  // root cause (the head count) must not hide behind the GPU count.
+  const CliRun r = Parallax("simulate --model llama3.1-70b --tp 3");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "must divide heads")) << r;
+}
+
+TEST(CliSimulate, GpusNotAMultipleOfTheModelParallelDegrees) {
+  const CliRun r = Parallax("simulate --gpus 60 --tp 8");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--gpus: gpus=60 is not a multiple of tp*pp*cp=8")) << r;
+}
+
+TEST(CliSimulate, GpusDisagreeWithAGivenDp) {
+  const CliRun r = Parallax("simulate --gpus 60 --tp 8 --dp 8");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "gpus=60 must equal tp*pp*dp*cp=8*1*8*1=64")) << r;
+}
+
+TEST(CliSimulate, NegativeGlobalBatch) {
+  const CliRun r = Parallax("simulate --gbs -1");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--gbs: gbs must be positive, got -1")) << r;
+}
+
+TEST(CliSimulate, ZeroOrOutOfRangeValuesAreRejected) {
+  // 0 and -2 are values the user typed, not "flag left out": each must be an error.
+  for (const char* args : {"--tp 0", "--gbs 0", "--gpus 0", "--seq 0", "--zero -2"}) {
+    const CliRun r = Parallax(std::string("simulate ") + args);
+    EXPECT_EQ(r.exit_code, 2) << args << ": exit " << r.exit_code << ", "
+                              << r.out.substr(0, r.out.find('\n'));
+  }
+  const CliRun four = Parallax("simulate --zero 4");
+  EXPECT_EQ(four.exit_code, 2) << four;
+  EXPECT_TRUE(Has(four, "zero=4 must be 0, 1, 2 or 3")) << four;
+}
+
+TEST(CliSimulate, UnknownEnumValueListsTheValidOnes) {
+  const CliRun r = Parallax("simulate --recompute partial --schedule gpipe");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--recompute: unknown value 'partial'")) << r;
+  EXPECT_TRUE(Has(r, "none, selective, full")) << r;
+  EXPECT_TRUE(Has(r, "--schedule: unknown value 'gpipe'")) << r;
+  EXPECT_TRUE(Has(r, "1f1b, interleaved, zb-h1")) << r;
+}
+
+TEST(CliSimulate, Fp8OnAPartWithoutFp8) {
+  const CliRun r = Parallax("simulate --cluster a100-sxm-80gb --precision fp8");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "fp8 is not supported by a100-sxm-80gb")) << r;
+}
+
+TEST(CliSimulate, MalformedScenarioNamesFileLineAndColumn) {
+  const CliRun r = Parallax("simulate --scenario " + Quote(Data("scenario_malformed.json")));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  // Line 4 is `  "parallel": {"tp": 8 "pp": 1},`: a comma is missing after the 8.
+  EXPECT_TRUE(Has(r, "scenario_malformed.json:4:")) << r;
+  EXPECT_TRUE(Has(r, "malformed JSON")) << r;
+}
+
+TEST(CliSimulate, PlanErrorsFromAScenarioNameTheScenarioFile) {
+  // tp=3 comes from the file, not from a flag: the message must point at the file.
+  const CliRun r = Parallax("simulate --scenario " + Quote(Data("scenario_tp3.json")));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "tp=3 must divide heads=64")) << r;
+  EXPECT_TRUE(Has(r, "scenario_tp3.json")) << r;
+  EXPECT_FALSE(Has(r, "--tp:")) << r;
+}
+
+TEST(CliSimulate, MissingScenarioFile) {
+  const CliRun r = Parallax("simulate --scenario " + Quote(Data("no_such_scenario.json")));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "no_such_scenario.json: cannot open file")) << r;
+}
+
+// ---- simulate: results ------------------------------------------------------------------------
+
+TEST(CliSimulate, JsonOutputHasTheDocumentedKeysAndAgreesWithItself) {
+  const CliRun r =
+      Parallax(std::string("simulate ") + kSmall + " --format json", Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  Json j = ParseOrFail(r.out, "stdout");
+  ASSERT_FALSE(j.is_null());
+  for (const char* k :
+       {"step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu",
+        "hardware_tflops_per_gpu", "mfu", "hfu", "peak_memory_gib", "fits", "breakdown", "stages"})
+    ASSERT_TRUE(j.contains(k)) << k << " missing from:\n" << r.out;
+  for (const char* k : {"compute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "dp_comm_s",
+                        "pp_comm_s", "bubble_s", "optimizer_s"})
+    EXPECT_TRUE(j["breakdown"].contains(k)) << k;
+  EXPECT_TRUE(j["fits"].get<bool>());
+
+  // tokens/s = gbs * seq / step time, and per GPU over 8 GPUs.
+  const double step = j["step_time_s"].get<double>();
+  ASSERT_GT(step, 0);
+  EXPECT_NEAR(j["tokens_per_s"].get<double>(), 4.0 * 4096 / step, 1e-6 * 4 * 4096 / step);
+  EXPECT_NEAR(j["tokens_per_s_per_gpu"].get<double>(), j["tokens_per_s"].get<double>() / 8,
+              1e-6 * j["tokens_per_s"].get<double>());
+  // MFU and HFU divide by the bf16 dense peak of the part.
+  auto profiles = builtin_profiles();
+  ASSERT_TRUE(profiles.ok());
+  auto h100 = find_profile(profiles.value(), "h100-sxm-80gb", "test");
+  ASSERT_TRUE(h100.ok());
+  EXPECT_NEAR(j["mfu"].get<double>(), j["model_tflops_per_gpu"].get<double>() / h100->bf16_tflops,
+              1e-9);
+  EXPECT_NEAR(j["hfu"].get<double>(),
+              j["hardware_tflops_per_gpu"].get<double>() / h100->bf16_tflops, 1e-9);
+  // Peak memory is the largest stage total.
+  double peak = 0;
+  for (const auto& s : j["stages"]) peak = std::max(peak, s["memory_gib"]["total"].get<double>());
+  EXPECT_NEAR(j["peak_memory_gib"].get<double>(), peak, 1e-9);
+}
+
+TEST(CliSimulate, BadInputPrintsNothingOnStdout) {
+  // Errors go to stderr only, so `--format json > out.json` never holds half a report.
+  const CliRun r = Parallax("simulate --format json --model lama3.1-70b", Streams::kStdoutOnly);
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(CliSimulate, TableOutputByDefault) {
+  const CliRun r = Parallax(std::string("simulate ") + kSmall, Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r, "llama3.1-8b on 8 x h100-sxm-80gb")) << r;
+  EXPECT_TRUE(Has(r, "step time")) << r;
+  EXPECT_TRUE(Has(r, "(fits)")) << r;
+}
+
+TEST(CliSimulate, ScenarioFileIsReadAndFlagsOverrideIt) {
+  const std::string scenario = Quote(Data("scenario_small.json"));
+  const CliRun r = Parallax("simulate --format json --scenario " + scenario, Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  Json j = ParseOrFail(r.out, "stdout");
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j["model"], "llama3.1-8b");
+  EXPECT_EQ(j["gpus"], 8);
+  EXPECT_EQ(j["plan"]["parallel"]["tp"], 8);
+  EXPECT_EQ(j["plan"]["batch"]["global_batch"], 4);
+  EXPECT_EQ(j["plan"]["seq_len"], 4096);
+  EXPECT_EQ(j["plan"]["recompute"], "selective");
+
+  const CliRun o =
+      Parallax("simulate --format json --gbs 8 --recompute full --scenario " + scenario,
+               Streams::kStdoutOnly);
+  ASSERT_EQ(o.exit_code, 0) << o;
+  Json k = ParseOrFail(o.out, "stdout");
+  ASSERT_FALSE(k.is_null());
+  EXPECT_EQ(k["plan"]["batch"]["global_batch"], 8);
+  EXPECT_EQ(k["plan"]["recompute"], "full");
+  EXPECT_EQ(k["plan"]["parallel"]["tp"], 8);
+}
+
+TEST(CliSimulate, OutOfMemoryExitsOne) {
+  // Llama-3.1 405B on one node: ~850 GiB of weights, gradients and Adam states per GPU.
+  const CliRun r = Parallax("simulate --model llama3.1-405b --gpus 8 --tp 8");
+  EXPECT_EQ(r.exit_code, 1) << r;
+  EXPECT_TRUE(Has(r, "OUT OF MEMORY")) << r;
+
+  const CliRun j = Parallax("simulate --model llama3.1-405b --gpus 8 --tp 8 --format json",
+                            Streams::kStdoutOnly);
+  EXPECT_EQ(j.exit_code, 1) << j;
+  Json out = ParseOrFail(j.out, "stdout");
+  ASSERT_FALSE(out.is_null());
+  EXPECT_FALSE(out["fits"].get<bool>());
+  EXPECT_GT(out["peak_memory_gib"].get<double>(), out["hbm_gib"].get<double>());
+}
+
+// ---- simulate --trace -------------------------------------------------------------------------
+
+TEST(CliTrace, WritesAValidChromeTrace) {
+  ScratchDir dir;
+  const std::string trace = dir.file("step.json");
+  const CliRun r = Parallax(std::string("simulate ") + kSmall + " --trace " + Quote(trace));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  ASSERT_TRUE(fs::exists(trace)) << r;
+  Json j = ParseOrFail(ReadAll(trace), trace);
+  ASSERT_FALSE(j.is_null());
+  ASSERT_TRUE(j.contains("traceEvents")) << "no traceEvents";
+  ASSERT_TRUE(j["traceEvents"].is_array());
+  int spans = 0;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid")) << e.dump();
+    if (e["ph"] != "X") continue;
+    ++spans;
+    ASSERT_TRUE(e.contains("ts") && e.contains("dur") && e.contains("name") && e.contains("tid"))
+        << e.dump();
+    EXPECT_GE(e["ts"].get<double>(), 0) << e.dump();
+    EXPECT_GE(e["dur"].get<double>(), 0) << e.dump();
+  }
+  EXPECT_GT(spans, 0);
+  // Written via a temporary file and a rename: only the trace is left.
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"step.json"});
+}
+
+TEST(CliTrace, BadInputWritesNoFile) {
+  ScratchDir dir;
+  const std::string trace = dir.file("step.json");
+  const std::string bad_inputs[] = {
+      "--model lama3.1-70b",
+      "--model llama3.1-70b --gpus 192 --tp 3",
+      "--scenario " + Quote(Data("scenario_malformed.json")),
+  };
+  for (const auto& args : bad_inputs) {
+    const CliRun r = Parallax("simulate " + args + " --trace " + Quote(trace));
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r;
+    EXPECT_FALSE(fs::exists(trace)) << args;
+    EXPECT_TRUE(dir.entries().empty()) << args << ": left " << dir.entries().front();
+  }
+}
+
+TEST(CliTrace, BadInputLeavesAnExistingFileUntouched) {
+  ScratchDir dir;
+  const std::string trace = dir.file("step.json");
+  std::ofstream(trace) << "previous trace";
+  const CliRun r = Parallax("simulate --model lama3.1-70b --trace " + Quote(trace));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_EQ(ReadAll(trace), "previous trace");
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"step.json"});
+}
+
+TEST(CliTrace, UnwritableDestinationIsAnErrorAndLeavesNothing) {
+  ScratchDir dir;
+  const std::string trace = dir.file("no_such_dir/step.json");
+  const CliRun r = Parallax(std::string("simulate ") + kSmall + " --trace " + Quote(trace));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "cannot write file")) << r;
+  EXPECT_TRUE(dir.entries().empty());
+}
+
+// ---- models and profiles ----------------------------------------------------------------------
+
+// The `parallax models` line of a zoo model.
+std::string LineOf(const std::string& out, const std::string& name) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + " ", 0) == 0) return line;
+  return "";
+}
+
+std::string Billions(double params) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fB", params / 1e9);
+  return buf;
+}
+
+TEST(CliModels, ListsTheZooWithParameterCounts) {
+  const CliRun r = Parallax("models");
+  ASSERT_EQ(r.exit_code, 0) << r;
+  for (const char* name : {"llama3.1-405b", "deepseek-v3"}) {
+    const std::string line = LineOf(r.out, name);
+    ASSERT_FALSE(line.empty()) << name << " not listed:\n" << r.out;
+    auto m = find_zoo_model(name, "test");
+    ASSERT_TRUE(m.ok());
+    const ParamCount pc = count_params(m.value());
+    EXPECT_NE(line.find(Billions(pc.total())), std::string::npos) << line;
+    EXPECT_NE(line.find(Billions(pc.active(m.value()))), std::string::npos) << line;
+  }
+  EXPECT_NE(LineOf(r.out, "llama3.1-405b").find("405.9B"), std::string::npos);
+  EXPECT_NE(LineOf(r.out, "deepseek-v3").find("671.0B"), std::string::npos);
+}
+
+TEST(CliModels, JsonListsEveryZooModel) {
+  const CliRun r = Parallax("models --format json", Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  Json j = ParseOrFail(r.out, "stdout");
+  ASSERT_FALSE(j.is_null());
+  ASSERT_TRUE(j.is_array());
+  EXPECT_EQ(j.size(), model_zoo().size());
+  for (const auto& m : j) {
+    EXPECT_TRUE(m.contains("name") && m.contains("params") && m.contains("active_params"))
+        << m.dump();
+  }
+}
+
+TEST(CliProfiles, ListsTheProfiles) {
+  const CliRun r = Parallax("profiles");
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r, "h100-sxm-80gb")) << r;
+  EXPECT_TRUE(Has(r, "a100-sxm-80gb")) << r;
+}
+
+TEST(CliProfiles, ShowsOneProfileWithTheSourceOfEveryNumber) {
+  const CliRun r = Parallax("profiles h100-sxm-80gb", Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  Json j = ParseOrFail(r.out, "stdout");
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j["name"], "h100-sxm-80gb");
+  int numbers = 0;
+  for (const auto& [key, v] : j.items()) {
+    if (!v.is_object() || !v.contains("value")) continue;
+    ++numbers;
+    ASSERT_TRUE(v.contains("source")) << key;
+    const std::string source = v["source"].get<std::string>();
+    EXPECT_FALSE(source.empty()) << key;
+    EXPECT_NE(source, "unspecified") << key;
+  }
+  EXPECT_GE(numbers, 20);
+  EXPECT_TRUE(j["bf16_tflops"]["source"].get<std::string>().find("datasheet") != std::string::npos)
+      << j["bf16_tflops"].dump();
+}
+
+TEST(CliProfiles, UnknownProfileIsBadInput) {
+  const CliRun r = Parallax("profiles h100-sxm-80g");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "unknown hardware profile 'h100-sxm-80g'")) << r;
+  EXPECT_TRUE(Has(r, "did you mean 'h100-sxm-80gb'")) << r;
+}
+
+// ---- validate ---------------------------------------------------------------------------------
+
+TEST(CliValidate, PrintsATableAndTheMape) {
+  const CliRun r = Parallax("validate " + Quote(Data("validate_small.jsonl")));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r, "fill rule:")) << r;
+  for (const char* id :
+       {"fixture-llama8b-fsdp-8", "fixture-gpt1p7b-a100-8", "fixture-llama70b-tp8pp2-64"})
+    EXPECT_TRUE(Has(r, id)) << id << "\n" << r;
+  for (const char* metric : {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu"})
+    EXPECT_TRUE(Has(r, metric)) << metric << "\n" << r;
+  EXPECT_TRUE(Has(r, "n=3")) << r;
+  EXPECT_TRUE(Has(r, "MAPE")) << r;
+}
+
+TEST(CliValidate, JsonHasRecordsAndAConsistentMape) {
+  const CliRun r = Parallax("validate --format json " + Quote(Data("validate_small.jsonl")),
+                            Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  Json j = ParseOrFail(r.out, "stdout");
+  ASSERT_FALSE(j.is_null());
+  for (const char* k : {"records", "mape", "max_abs_error", "n"}) ASSERT_TRUE(j.contains(k)) << k;
+  ASSERT_EQ(j["n"], 3);
+  ASSERT_EQ(j["records"].size(), 3u);
+  // Records keep file order; each compares on the most direct measurement it has.
+  const char* ids[] = {"fixture-llama8b-fsdp-8", "fixture-gpt1p7b-a100-8",
+                       "fixture-llama70b-tp8pp2-64"};
+  const char* metrics[] = {"step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu"};
+  const double measured[] = {1.3, 9000, 400};
+  double sum = 0, max = 0;
+  for (int i = 0; i < 3; ++i) {
+    const Json& rec = j["records"][i];
+    EXPECT_EQ(rec["id"], ids[i]);
+    EXPECT_EQ(rec["metric"], metrics[i]);
+    EXPECT_DOUBLE_EQ(rec["measured"].get<double>(), measured[i]);
+    const double predicted = rec["predicted"].get<double>();
+    EXPECT_GT(predicted, 0) << rec.dump();
+    // error = (predicted - measured) / measured
+    const double error = rec["error"].get<double>();
+    EXPECT_NEAR(error, (predicted - measured[i]) / measured[i], 1e-12) << rec.dump();
+    sum += std::abs(error);
+    max = std::max(max, std::abs(error));
+  }
+  // MAPE = mean |error|; max_abs_error = max |error|.
+  EXPECT_NEAR(j["mape"].get<double>(), sum / 3, 1e-12);
+  EXPECT_NEAR(j["max_abs_error"].get<double>(), max, 1e-12);
+}
+
+TEST(CliValidate, MalformedLinesNameFileAndLineAndAllAreReported) {
+  const CliRun r = Parallax("validate " + Quote(Data("validate_malformed.jsonl")));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  // Line 2 is cut off; line 4 has no model.layers.
+  EXPECT_TRUE(Has(r, "validate_malformed.jsonl:2:")) << r;
+  EXPECT_TRUE(Has(r, "malformed JSON")) << r;
+  EXPECT_TRUE(Has(r, "validate_malformed.jsonl:4:/model/layers: missing")) << r;
+  EXPECT_FALSE(Has(r, "validate_malformed.jsonl:1:")) << r;
+  EXPECT_FALSE(Has(r, "validate_malformed.jsonl:3:")) << r;
+}
+
+TEST(CliValidate, MalformedLineIsFileLineColumn) {
+  // One record per line, so a syntax error is file:LINE:COLUMN, not file:LINE:1:COLUMN. Line 2
+  // has 72 characters and ends inside an object: the parser stops at column 73.
+  const CliRun r = Parallax("validate " + Quote(Data("validate_malformed.jsonl")));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "validate_malformed.jsonl:2:73: malformed JSON")) << r;
+}
+
+TEST(CliValidate, MissingFile) {
+  ScratchDir dir;
+  const CliRun r = Parallax("validate " + Quote(dir.file("none.jsonl")));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "none.jsonl: cannot open file")) << r;
+}
+
+TEST(CliValidate, PublicRecordsAllPredict) {
+  const std::string path = PARALLAX_SHARED_DIR "/validation/public-training.jsonl";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  int records = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos) ++records;
+  const CliRun r = Parallax("validate --format json " + Quote(path), Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  Json j = ParseOrFail(r.out, "stdout");
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j["n"], records);
+  for (const auto& rec : j["records"]) EXPECT_GT(rec["predicted"].get<double>(), 0) << rec.dump();
+}
+
+}  // namespace
+}  // namespace parallax
