@@ -53,6 +53,7 @@ struct HwProfile {
   double attention_fwd_efficiency = 0;  ///< fused (flash) attention forward, achieved/peak
   double attention_bwd_efficiency = 0;  ///< fused attention backward
   double kernel_overhead_us = 0;        ///< per-kernel launch and tail overhead
+  int comm_sms = 0;  ///< SMs a collective occupies while it overlaps compute (NCCL channels)
 
   // Memory.
   double hbm_gib = 0;

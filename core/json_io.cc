@@ -266,6 +266,7 @@ constexpr IntField kIntFields[] = {
     {"gemm_tile_m", &HwProfile::gemm_tile_m, false},
     {"gemm_tile_n", &HwProfile::gemm_tile_n, false},
     {"gemm_k_overhead", &HwProfile::gemm_k_overhead, false},
+    {"comm_sms", &HwProfile::comm_sms, false},
     {"gpus_per_node", &HwProfile::gpus_per_node, true},
     {"scale_up_domain", &HwProfile::scale_up_domain, true},
 };

@@ -203,61 +203,81 @@ class Replay {
     }
   }
 
-  /// Gradient reduction per chunk, bucket by bucket (one bucket per layer) as the last backward
-  /// of that chunk produces them; then parameter gathers and the optimizer step.
-  void finish_step() {
+  /// Gradient reduction of entity e, chunk by chunk in the order their last backward ends,
+  /// bucket by bucket (one bucket per layer) as that backward produces them. Returns when the
+  /// reductions end; `overlapped` gets the communication time that ran beside compute.
+  double grad_sync_end(int e, double* overlapped) {
     const int pp = s_.plan.pp, vpp = s_.plan.vpp;
-    std::vector<double> sync_end(ent_.count, 0);
-    for (int e = 0; e < ent_.count; ++e) {
-      double dp_free = 0;
-      const double all_done = compute_free_[e];
-      // Chunks in the order their last backward finishes.
-      std::vector<int> order(vpp);
-      for (int c = 0; c < vpp; ++c) order[c] = c;
-      std::sort(order.begin(), order.end(),
-                [&](int a, int b) { return last_bwd_[e][a].second < last_bwd_[e][b].second; });
-      for (int c : order) {
-        const int vs = virtual_stage(ent_.stage[e], c, pp);
-        const double total = s_.grad_sync_s[vs];
-        if (total <= 0) continue;
-        const auto [b0, b1] = last_bwd_[e][c];
-        const int buckets = std::max(1, s_.stages[vs].layers);
-        for (int j = 0; j < buckets; ++j) {
-          const double ready =
-              s_.plan.overlap_grad_reduce ? b0 + (j + 1) * (b1 - b0) / buckets : all_done;
-          const double start = std::max(ready, dp_free);
-          dp_free = start + total / buckets;
-        }
-        if (s_.record_trace)
-          res_.trace.push_back({e, StreamKind::kDataParallel, "grad_sync", CostCategory::kDpComm,
-                                dp_free - total, dp_free, -1, c, PassKind::kBackward});
+    const double all_done = compute_free_[e];
+    std::vector<int> order(vpp);
+    for (int c = 0; c < vpp; ++c) order[c] = c;
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return last_bwd_[e][a].second < last_bwd_[e][b].second; });
+    double dp_free = 0, busy = 0;
+    for (int c : order) {
+      const int vs = virtual_stage(ent_.stage[e], c, pp);
+      const double total = s_.grad_sync_s[vs];
+      if (total <= 0) continue;
+      const auto [b0, b1] = last_bwd_[e][c];
+      const int buckets = std::max(1, s_.stages[vs].layers);
+      for (int j = 0; j < buckets; ++j) {
+        const double ready =
+            s_.plan.overlap_grad_reduce ? b0 + (j + 1) * (b1 - b0) / buckets : all_done;
+        const double start = std::max(ready, dp_free);
+        dp_free = start + total / buckets;
+        busy += std::max(0.0, std::min(dp_free, all_done) - start);
       }
-      sync_end[e] = std::max(all_done, dp_free);
+      if (s_.record_trace)
+        res_.trace.push_back({e, StreamKind::kDataParallel, "grad_sync", CostCategory::kDpComm,
+                              dp_free - total, dp_free, -1, c, PassKind::kBackward});
     }
-    // A data-parallel collective completes only when all of its members have joined.
+    *overlapped = busy;
+    return std::max(all_done, dp_free);
+  }
+
+  /// Exposed time of the parameter all-gather after the optimizer (ZeRO-1/2, or FSDP with
+  /// pipelining). With overlap, bucket j must arrive before layer j of the next step's first
+  /// forward: with G the gather, F that forward and L buckets, G/L + max(0, G - F) shows;
+  /// `overlapped` gets the rest.
+  double param_gather_exposed(int r, double* overlapped) const {
+    double gather = 0, forward = 0;
+    int layers = 0;
+    for (int c = 0; c < s_.plan.vpp; ++c) {
+      const int vs = virtual_stage(r, c, s_.plan.pp);
+      gather += s_.param_sync_s[vs];
+      forward += s_.stages[vs].forward.time_s;
+      layers += s_.stages[vs].layers;
+    }
+    const double exposed = s_.plan.overlap_param_gather
+                               ? gather / std::max(1, layers) + std::max(0.0, gather - forward)
+                               : gather;
+    *overlapped = std::max(0.0, gather - exposed);
+    return exposed;
+  }
+
+  /// After the pipeline drains: gradient synchronisation (a collective completes only when all
+  /// members of its group have joined), the optimizer step, and the parameter all-gather.
+  /// Communication that overlaps compute slows it by the profile's share of SMs it occupies.
+  void finish_step() {
+    std::vector<double> sync_end(ent_.count, 0), grad_overlap(ent_.count, 0);
+    for (int e = 0; e < ent_.count; ++e) sync_end[e] = grad_sync_end(e, &grad_overlap[e]);
+    const int dp_cat = static_cast<int>(CostCategory::kDpComm);
     for (int e = 0; e < ent_.count; ++e) {
       double end = 0;
       for (int g : ent_.dp_group[e]) end = std::max(end, sync_end[g]);
       RankOutcome& out = res_.ranks[e];
-      out.busy_by_category[static_cast<int>(CostCategory::kDpComm)] += end - compute_free_[e];
       const int r = ent_.stage[e];
+      double gather_overlap = 0;
+      const double gather = param_gather_exposed(r, &gather_overlap);
+      const double contention = s_.overlap_slowdown * (grad_overlap[e] + gather_overlap);
+      out.busy_by_category[dp_cat] += end - compute_free_[e] + gather + contention;
       const double opt = s_.optimizer_s[r];
       out.busy_by_category[static_cast<int>(CostCategory::kOptimizer)] += opt;
-      double t = end + opt;
-      // Parameter all-gather after the optimizer (ZeRO-1/2): with overlap, only the first
-      // bucket is exposed, the rest hides behind the next step's forward.
-      double gather = 0;
-      for (int c = 0; c < vpp; ++c) gather += s_.param_sync_s[virtual_stage(r, c, pp)];
-      int layers = 0;
-      for (int c = 0; c < vpp; ++c) layers += s_.stages[virtual_stage(r, c, pp)].layers;
-      const double exposed = s_.plan.overlap_param_gather ? gather / std::max(1, layers) : gather;
-      out.busy_by_category[static_cast<int>(CostCategory::kDpComm)] += exposed;
       if (s_.record_trace && opt > 0)
         res_.trace.push_back({e, StreamKind::kCompute, "optimizer_step", CostCategory::kOptimizer,
                               end, end + opt, -1, -1, PassKind::kForward});
-      t += exposed;
-      out.end_s = t;
-      res_.step_time_s = std::max(res_.step_time_s, t);
+      out.end_s = end + opt + gather + contention;
+      res_.step_time_s = std::max(res_.step_time_s, out.end_s);
     }
     for (auto& out : res_.ranks) {
       double accounted = 0;

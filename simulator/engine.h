@@ -39,6 +39,7 @@ struct EngineSetup {
   std::vector<double> grad_sync_s;   ///< per virtual stage: gradient reduction after backward
   std::vector<double> param_sync_s;  ///< per virtual stage: parameter all-gather (ZeRO/FSDP)
   std::vector<double> optimizer_s;   ///< per pipeline rank
+  double overlap_slowdown = 0;       ///< compute slowdown while communication overlaps it (0..1)
   bool full_ranks = false;
   bool record_trace = false;
   int scale_up_domain = 8;

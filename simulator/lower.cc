@@ -134,9 +134,9 @@ class LayerBuilder {
       const double step = comm_.time(CollectiveOp::kSendRecv, kv_bytes, pair(cp_shape_)).time_s;
       const double f_hide = attn_fwd_s / p_.cp, b_hide = attn_bwd_s / p_.cp;
       push_comm(&fwd_, "cp_kv_ring", CostCategory::kCpComm, (p_.cp - 1) * step,
-                (p_.cp - 1) * std::max(0.0, step - f_hide));
+                (p_.cp - 1) * hidden(step, f_hide));
       push_comm(&bwd_in_, "cp_kv_ring.bwd", CostCategory::kCpComm, 2 * (p_.cp - 1) * step,
-                (p_.cp - 1) * std::max(0.0, 2 * step - b_hide));
+                (p_.cp - 1) * hidden(2 * step, b_hide));
       return;
     }
     // All-gather before attention; backward gathers again and reduce-scatters dK, dV.
@@ -180,7 +180,7 @@ class LayerBuilder {
                 overlap(pending_bwd_.second, last_gemm_bwd_s_));
     if (regather_s_ > 0)
       push_comm(&bwd_in_, "tp_regather", CostCategory::kTpComm, regather_s_,
-                std::max(0.0, regather_s_ - last_gemm_bwd_s_));
+                hidden(regather_s_, last_gemm_bwd_s_));
   }
 
   /// Leaving a TP region after a row-parallel GEMM.
@@ -339,11 +339,11 @@ class LayerBuilder {
     for (auto& op : bwd_in_) bwd_in->add(op);
     for (auto& op : bwd_w_) bwd_w->add(op);
     if (fsdp_fwd_comm_ > 0) {
-      OpCost f{"fsdp_allgather", CostCategory::kDpComm, std::max(0.0, fsdp_fwd_comm_ - f_compute),
+      OpCost f{"fsdp_allgather", CostCategory::kDpComm, hidden(fsdp_fwd_comm_, f_compute),
                fsdp_fwd_comm_, 0};
       fwd->add(f);
-      OpCost b{"fsdp_gather_reduce", CostCategory::kDpComm,
-               std::max(0.0, fsdp_bwd_comm_ - b_compute), fsdp_bwd_comm_, 0};
+      OpCost b{"fsdp_gather_reduce", CostCategory::kDpComm, hidden(fsdp_bwd_comm_, b_compute),
+               fsdp_bwd_comm_, 0};
       bwd_w->add(b);
     }
     fwd_.clear();
@@ -379,7 +379,12 @@ class LayerBuilder {
   /// with overlap, the first of tp chunks plus whatever the GEMM cannot hide.
   double overlap(double comm, double g) const {
     if (!p_.overlap_tp_comm) return comm;
-    return comm / p_.tp + std::max(0.0, comm * (p_.tp - 1) / p_.tp - g);
+    return comm / p_.tp + hidden(comm * (p_.tp - 1) / p_.tp, g);
+  }
+  /// Cost on the compute stream of `comm` run beside `compute`: the part that does not fit,
+  /// plus the slowdown of the compute it overlaps (the SMs the communication kernels occupy).
+  double hidden(double comm, double compute) const {
+    return std::max(0.0, comm - compute) + comm_.overlap_slowdown() * std::min(comm, compute);
   }
 
   const ModelSpec& m_;

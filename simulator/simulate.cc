@@ -60,6 +60,7 @@ Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const Parallel
   setup.plan = p;
   setup.stages = lower_stages(m, p, hw, ranks);
   setup.full_ranks = opt.full_ranks;
+  setup.overlap_slowdown = comm.overlap_slowdown();
   setup.record_trace = opt.record_trace;
   setup.scale_up_domain = hw.scale_up_domain;
   if (p.pp > 1) {

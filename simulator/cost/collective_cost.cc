@@ -57,6 +57,10 @@ double CollectiveCost::flat(CollectiveOp op, double bytes, int n, LinkClass link
   return 0;
 }
 
+double CollectiveCost::overlap_slowdown() const {
+  return hw_.sm_count > 0 ? std::min(1.0, static_cast<double>(hw_.comm_sms) / hw_.sm_count) : 0.0;
+}
+
 CollectiveTime CollectiveCost::time(CollectiveOp op, double bytes, const GroupShape& g) const {
   CollectiveTime t;
   t.crosses_domains = g.crosses_domains();

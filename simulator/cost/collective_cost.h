@@ -37,6 +37,10 @@ class CollectiveCost {
   /// profile has one for a similar group and size, else nominal times efficiency.
   double achieved_bw_gbps(CollectiveOp op, LinkClass link, int group_size, double bytes) const;
 
+  /// Fraction by which compute slows while a collective runs beside it: the SMs the
+  /// communication kernels occupy (one thread block per channel), comm_sms / sm_count.
+  double overlap_slowdown() const;
+
  private:
   double flat(CollectiveOp op, double bytes, int n, LinkClass link) const;
   const HwProfile& hw_;

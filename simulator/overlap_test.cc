@@ -1,0 +1,72 @@
+// Closed-form checks of communication that overlaps compute: the parameter all-gather after the
+// optimizer and the compute slowdown while collectives run beside compute.
+#include <gtest/gtest.h>
+
+#include "simulator/cost/collective_cost.h"
+#include "simulator/engine.h"
+
+namespace parallax {
+namespace {
+
+// One pipeline stage of `layers` layers whose forward takes f and backward b seconds.
+EngineSetup one_stage(int layers, double f, double b, double gather, int microbatches) {
+  EngineSetup s;
+  s.plan.global_batch = microbatches;
+  s.plan.overlap_param_gather = true;
+  StageCost st;
+  st.layers = layers;
+  st.forward.time_s = f;
+  st.backward.time_s = b;
+  s.stages = {st};
+  s.grad_sync_s = {0};
+  s.param_sync_s = {gather};
+  s.optimizer_s = {0};
+  return s;
+}
+
+double step(const EngineSetup& s) {
+  auto sched = build_pipeline_schedule(ScheduleKind::k1F1B, 1, 1,
+                                       static_cast<int>(s.plan.num_microbatches()));
+  return run_engine(s, sched.value()).step_time_s;
+}
+
+TEST(OverlapParamGather, HiddenBehindTheFirstForwardWhenItFits) {
+  // m (F + B) + G/L when G <= F: only the first bucket waits.
+  const double f = 1.0, b = 2.0, g = 0.8;
+  const int layers = 4, m = 3;
+  EXPECT_NEAR(step(one_stage(layers, f, b, g, m)), m * (f + b) + g / layers, 1e-12);
+}
+
+TEST(OverlapParamGather, TheExcessOverTheFirstForwardShows) {
+  // m (F + B) + G/L + (G - F) when G > F.
+  const double f = 1.0, b = 2.0, g = 1.5;
+  const int layers = 5, m = 2;
+  EXPECT_NEAR(step(one_stage(layers, f, b, g, m)), m * (f + b) + g / layers + (g - f), 1e-12);
+}
+
+TEST(OverlapParamGather, WithoutOverlapTheWholeGatherShows) {
+  EngineSetup s = one_stage(4, 1.0, 2.0, 0.8, 3);
+  s.plan.overlap_param_gather = false;
+  EXPECT_NEAR(step(s), 3 * 3.0 + 0.8, 1e-12);
+}
+
+TEST(OverlapSlowdown, OverlappedGatherSlowsComputeByTheCommShareOfSms) {
+  // The hidden part of the gather, G - G/L, slows compute by the fraction k.
+  const double f = 1.0, b = 2.0, g = 0.8, k = 0.125;
+  const int layers = 4, m = 3;
+  EngineSetup s = one_stage(layers, f, b, g, m);
+  s.overlap_slowdown = k;
+  EXPECT_NEAR(step(s), m * (f + b) + g / layers + k * (g - g / layers), 1e-12);
+}
+
+TEST(OverlapSlowdown, IsTheShareOfSmsTheCollectiveOccupies) {
+  HwProfile hw;
+  hw.sm_count = 128;
+  hw.comm_sms = 16;
+  EXPECT_DOUBLE_EQ(CollectiveCost(hw).overlap_slowdown(), 16.0 / 128.0);
+  hw.comm_sms = 0;
+  EXPECT_DOUBLE_EQ(CollectiveCost(hw).overlap_slowdown(), 0.0);
+}
+
+}  // namespace
+}  // namespace parallax
