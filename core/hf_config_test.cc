@@ -2,21 +2,24 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <optional>
 #include <string>
 
 #include "core/model_zoo.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
 
 using nlohmann::json;
+using testing::mentions;
 
 /// A config.json copied from the model's Hugging Face repository into tests/data/hf/.
 json fixture(const std::string& name) {
-  std::ifstream in(std::string(PARALLAX_SOURCE_DIR) + "/tests/data/hf/" + name + ".json");
-  EXPECT_TRUE(in.good()) << name;
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const std::optional<std::string> content =
+      testing::read_file(testing::test_data("hf/" + name + ".json"));
+  EXPECT_TRUE(content.has_value()) << name;
+  json j = json::parse(content.value_or(""), nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(j.is_discarded()) << name;
   return j;
 }
@@ -58,10 +61,6 @@ void expect_same_as_zoo(const ModelSpec& m, const std::string& zoo_name) {
   }
   EXPECT_DOUBLE_EQ(count_params(m).total(), count_params(*z).total());
   EXPECT_DOUBLE_EQ(count_params(m).active(m), count_params(*z).active(*z));
-}
-
-bool has_error(const Result<ModelSpec>& r, const std::string& text) {
-  return r.error_text().find(text) != std::string::npos;
 }
 
 TEST(HfConfig, Llama31_8bMatchesTheZoo) {
@@ -184,9 +183,9 @@ TEST(HfConfig, EveryMissingFieldIsReportedWithItsJsonPath) {
   cfg["intermediate_size"] = nullptr;
   const auto r = model_from_hf_config(cfg, "x", "config.json:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(has_error(r, "config.json:/num_attention_heads: missing")) << r.error_text();
-  EXPECT_TRUE(has_error(r, "config.json:/vocab_size: missing")) << r.error_text();
-  EXPECT_TRUE(has_error(r, "config.json:/intermediate_size: missing")) << r.error_text();
+  EXPECT_TRUE(mentions(r, "config.json:/num_attention_heads: missing")) << r.error_text();
+  EXPECT_TRUE(mentions(r, "config.json:/vocab_size: missing")) << r.error_text();
+  EXPECT_TRUE(mentions(r, "config.json:/intermediate_size: missing")) << r.error_text();
   EXPECT_EQ(r.errors().size(), 3u) << r.error_text();  // no echo from validate_model
 }
 
@@ -199,18 +198,18 @@ TEST(HfConfig, BadTypesBecomeDiagnosticsNotExceptions) {
   Result<ModelSpec> r = ModelSpec{};
   ASSERT_NO_THROW(r = model_from_hf_config(cfg, "x", "config.json:"));
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(has_error(r, "config.json:/hidden_size: must be an integer, got string \"4096\""))
+  EXPECT_TRUE(mentions(r, "config.json:/hidden_size: must be an integer, got string \"4096\""))
       << r.error_text();
-  EXPECT_TRUE(has_error(r, "config.json:/num_local_experts: must be an integer, got number 8.5"))
+  EXPECT_TRUE(mentions(r, "config.json:/num_local_experts: must be an integer, got number 8.5"))
       << r.error_text();
-  EXPECT_TRUE(has_error(r, "config.json:/tie_word_embeddings: must be true or false"));
-  EXPECT_TRUE(has_error(r, "config.json:/hidden_act: must be a string"));
+  EXPECT_TRUE(mentions(r, "config.json:/tie_word_embeddings: must be true or false"));
+  EXPECT_TRUE(mentions(r, "config.json:/hidden_act: must be a string"));
 }
 
 TEST(HfConfig, NotAnObject) {
   const auto r = model_from_hf_config(json::array({1, 2}), "x", "config.json:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(has_error(r, "config.json:: must be a JSON object, got array")) << r.error_text();
+  EXPECT_TRUE(mentions(r, "config.json:: must be a JSON object, got array")) << r.error_text();
 }
 
 TEST(HfConfig, InconsistentShapesAreReportedAtTheJsonField) {
@@ -219,9 +218,9 @@ TEST(HfConfig, InconsistentShapesAreReportedAtTheJsonField) {
   cfg["num_hidden_layers"] = 0;
   const auto r = model_from_hf_config(cfg, "x", "config.json:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(has_error(r, "config.json:/num_key_value_heads: kv_heads=5 must divide heads=32"))
+  EXPECT_TRUE(mentions(r, "config.json:/num_key_value_heads: kv_heads=5 must divide heads=32"))
       << r.error_text();
-  EXPECT_TRUE(has_error(r, "config.json:/num_hidden_layers: layers must be positive"))
+  EXPECT_TRUE(mentions(r, "config.json:/num_hidden_layers: layers must be positive"))
       << r.error_text();
 }
 
@@ -232,9 +231,9 @@ TEST(HfConfig, UnsupportedActivationAndLayerPatterns) {
   cfg["mlp_only_layers"] = {0, 1};
   const auto r = model_from_hf_config(cfg, "x", "config.json:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(has_error(r, "config.json:/hidden_act: unsupported activation 'relu'"));
-  EXPECT_TRUE(has_error(r, "config.json:/decoder_sparse_step: only 1 is supported, got 2"));
-  EXPECT_TRUE(has_error(r, "config.json:/mlp_only_layers: only [] is supported"));
+  EXPECT_TRUE(mentions(r, "config.json:/hidden_act: unsupported activation 'relu'"));
+  EXPECT_TRUE(mentions(r, "config.json:/decoder_sparse_step: only 1 is supported, got 2"));
+  EXPECT_TRUE(mentions(r, "config.json:/mlp_only_layers: only [] is supported"));
 }
 
 TEST(HfConfig, GeluMapsToTheTwoMatrixMlp) {
@@ -249,9 +248,9 @@ TEST(HfConfig, HeadDimDefaultNeedsDivisibleHidden) {
   cfg["num_key_value_heads"] = 8;
   const auto r = model_from_hf_config(cfg, "x", "config.json:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(has_error(r,
-                        "config.json:/head_dim: missing, and hidden_size=4096 is not a "
-                        "multiple of num_attention_heads=24"))
+  EXPECT_TRUE(mentions(r,
+                       "config.json:/head_dim: missing, and hidden_size=4096 is not a "
+                       "multiple of num_attention_heads=24"))
       << r.error_text();
 }
 
@@ -259,7 +258,7 @@ TEST(HfConfig, UnknownModelTypeHintsOnMissingFields) {
   const json cfg = {{"model_type", "gpt2"}, {"n_layer", 12}, {"n_embd", 768}};
   const auto r = model_from_hf_config(cfg, "gpt2", "config.json:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(has_error(r, "config.json:/num_hidden_layers: missing (hint: model_type 'gpt2'"))
+  EXPECT_TRUE(mentions(r, "config.json:/num_hidden_layers: missing (hint: model_type 'gpt2'"))
       << r.error_text();
 }
 

@@ -7,21 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_support.h"
+
 namespace parallax {
 namespace {
 
-// True when some diagnostic's full text (`where: what (hint: ...)`) contains `needle`.
-bool Mentions(const Diagnostics& d, const std::string& needle) {
-  for (const auto& e : d)
-    if (e.str().find(needle) != std::string::npos) return true;
-  return false;
-}
-
-std::string Text(const Diagnostics& d) {
-  std::string s;
-  for (const auto& e : d) s += e.str() + "\n";
-  return s;
-}
+using testing::mentions;
+using testing::text;
 
 // A complete, valid model in our format (Llama-3.1 8B).
 Json LlamaModel() {
@@ -99,7 +91,7 @@ TEST(JsonIoModel, ReportsEveryMissingFieldAtOnceWithItsPath) {
   ASSERT_FALSE(m.ok());
   const std::string text = m.error_text();
   for (const char* field : {"layers", "hidden", "heads", "vocab", "ffn_hidden"}) {
-    EXPECT_TRUE(Mentions(m.errors(), std::string("m.json:/model/") + field + ": missing"))
+    EXPECT_TRUE(mentions(m.errors(), std::string("m.json:/model/") + field + ": missing"))
         << field << " not reported in:\n"
         << text;
   }
@@ -111,8 +103,8 @@ TEST(JsonIoModel, MissingMoeFieldsCarryTheNestedPath) {
   j["moe"] = {{"experts", 8}};
   auto m = model_from_json(j, "m.json:/model");
   ASSERT_FALSE(m.ok());
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model/moe/top_k: missing")) << m.error_text();
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model/moe/expert_ffn_hidden: missing"))
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model/moe/top_k: missing")) << m.error_text();
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model/moe/expert_ffn_hidden: missing"))
       << m.error_text();
 }
 
@@ -125,12 +117,12 @@ TEST(JsonIoModel, WrongTypesSayWhatWasExpected) {
   auto m = model_from_json(j, "m.json:/model");
   ASSERT_FALSE(m.ok());
   const std::string text = m.error_text();
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model/layers: expected an integer, got \"32\""))
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model/layers: expected an integer, got \"32\""))
       << text;
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model/hidden: expected an integer")) << text;
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model/tied_embeddings: expected true or false"))
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model/hidden: expected an integer")) << text;
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model/tied_embeddings: expected true or false"))
       << text;
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model/name: expected a string")) << text;
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model/name: expected a string")) << text;
 }
 
 TEST(JsonIoModel, IntegralFloatIsAcceptedAsInteger) {
@@ -147,7 +139,7 @@ TEST(JsonIoModel, IntegerTooLargeForTheFieldIsAnError) {
   j["heads"] = 4294967328LL;
   auto m = model_from_json(j, "m.json:/model");
   if (m.ok()) FAIL() << "heads=2^32+32 was accepted as heads=" << m->heads;
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model/heads")) << m.error_text();
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model/heads")) << m.error_text();
 }
 
 TEST(JsonIoModel, UnknownActivationListsTheValidOnes) {
@@ -155,15 +147,15 @@ TEST(JsonIoModel, UnknownActivationListsTheValidOnes) {
   j["ffn_act"] = "relu";
   auto m = model_from_json(j, "m.json:/model");
   ASSERT_FALSE(m.ok());
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model/ffn_act: unknown activation 'relu'"))
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model/ffn_act: unknown activation 'relu'"))
       << m.error_text();
-  EXPECT_TRUE(Mentions(m.errors(), "gelu, swiglu")) << m.error_text();
+  EXPECT_TRUE(mentions(m.errors(), "gelu, swiglu")) << m.error_text();
 }
 
 TEST(JsonIoModel, NotAnObject) {
   auto m = model_from_json(Json::array(), "m.json:/model");
   ASSERT_FALSE(m.ok());
-  EXPECT_TRUE(Mentions(m.errors(), "m.json:/model: expected an object, got array"))
+  EXPECT_TRUE(mentions(m.errors(), "m.json:/model: expected an object, got array"))
       << m.error_text();
 }
 
@@ -211,9 +203,9 @@ TEST(JsonIoProfile, RejectsEfficiencyAboveOne) {
   j["hbm_efficiency"] = 1.5;
   auto p = profile_from_json(j, "p.json:");
   ASSERT_FALSE(p.ok());
-  EXPECT_TRUE(Mentions(p.errors(), "p.json:/gemm_efficiency: gemm_efficiency must be in (0, 1]"))
+  EXPECT_TRUE(mentions(p.errors(), "p.json:/gemm_efficiency: gemm_efficiency must be in (0, 1]"))
       << p.error_text();
-  EXPECT_TRUE(Mentions(p.errors(), "p.json:/hbm_efficiency")) << p.error_text();
+  EXPECT_TRUE(mentions(p.errors(), "p.json:/hbm_efficiency")) << p.error_text();
 }
 
 TEST(JsonIoProfile, ReportsEveryMissingRequiredNumber) {
@@ -224,7 +216,7 @@ TEST(JsonIoProfile, ReportsEveryMissingRequiredNumber) {
   auto p = profile_from_json(j, "p.json:");
   ASSERT_FALSE(p.ok());
   for (const char* f : {"bf16_tflops", "hbm_gib", "scale_up_domain"})
-    EXPECT_TRUE(Mentions(p.errors(), std::string("p.json:/") + f + ": missing")) << f << "\n"
+    EXPECT_TRUE(mentions(p.errors(), std::string("p.json:/") + f + ": missing")) << f << "\n"
                                                                                  << p.error_text();
 }
 
@@ -233,7 +225,7 @@ TEST(JsonIoProfile, WrongTypeInsideValueObject) {
   j["bf16_tflops"] = {{"value", "lots"}, {"source", "x"}};
   auto p = profile_from_json(j, "p.json:");
   ASSERT_FALSE(p.ok());
-  EXPECT_TRUE(Mentions(p.errors(), "p.json:/bf16_tflops: expected a number")) << p.error_text();
+  EXPECT_TRUE(mentions(p.errors(), "p.json:/bf16_tflops: expected a number")) << p.error_text();
 }
 
 TEST(JsonIoProfile, EveryBuiltinProfileLoads) {
@@ -279,10 +271,10 @@ TEST(JsonIoProfile, FindProfileSuggestsTheNearestName) {
   ASSERT_TRUE(profiles.ok()) << profiles.error_text();
   auto p = find_profile(profiles.value(), "h100-sxm-80g", "--cluster");
   ASSERT_FALSE(p.ok());
-  EXPECT_TRUE(Mentions(p.errors(), "--cluster: unknown hardware profile 'h100-sxm-80g'"))
+  EXPECT_TRUE(mentions(p.errors(), "--cluster: unknown hardware profile 'h100-sxm-80g'"))
       << p.error_text();
-  EXPECT_TRUE(Mentions(p.errors(), "did you mean 'h100-sxm-80gb'")) << p.error_text();
-  EXPECT_TRUE(Mentions(p.errors(), "a100-sxm-40gb")) << "valid names not listed";
+  EXPECT_TRUE(mentions(p.errors(), "did you mean 'h100-sxm-80gb'")) << p.error_text();
+  EXPECT_TRUE(mentions(p.errors(), "a100-sxm-40gb")) << "valid names not listed";
 }
 
 // ---- scenario_from_json -----------------------------------------------------------------------
@@ -373,7 +365,7 @@ TEST(JsonIoScenario, InlineModelObject) {
   j["model"].erase("layers");
   auto bad = scenario_from_json(j, "s.json:", ParallelPlan{});
   ASSERT_FALSE(bad.ok());
-  EXPECT_TRUE(Mentions(bad.errors(), "s.json:/model/layers: missing")) << bad.error_text();
+  EXPECT_TRUE(mentions(bad.errors(), "s.json:/model/layers: missing")) << bad.error_text();
 }
 
 TEST(JsonIoScenario, UnknownNamesAreAllReportedWithTheValidList) {
@@ -382,14 +374,14 @@ TEST(JsonIoScenario, UnknownNamesAreAllReportedWithTheValidList) {
   auto s = scenario_from_json(j, "s.json:", ParallelPlan{});
   ASSERT_FALSE(s.ok());
   const Diagnostics& d = s.errors();
-  EXPECT_EQ(d.size(), 3u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "s.json:/parallel/schedule: unknown schedule 'gpipe'")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "1f1b, interleaved, zb-h1")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "s.json:/recompute: unknown recompute")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "'partial'")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "none, selective, full")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "s.json:/precision: unknown precision 'fp4'")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "bf16, fp8")) << Text(d);
+  EXPECT_EQ(d.size(), 3u) << text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/parallel/schedule: unknown schedule 'gpipe'")) << text(d);
+  EXPECT_TRUE(mentions(d, "1f1b, interleaved, zb-h1")) << text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/recompute: unknown recompute")) << text(d);
+  EXPECT_TRUE(mentions(d, "'partial'")) << text(d);
+  EXPECT_TRUE(mentions(d, "none, selective, full")) << text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/precision: unknown precision 'fp4'")) << text(d);
+  EXPECT_TRUE(mentions(d, "bf16, fp8")) << text(d);
 }
 
 TEST(JsonIoScenario, WrongTypesCarryTheirPath) {
@@ -398,10 +390,10 @@ TEST(JsonIoScenario, WrongTypesCarryTheirPath) {
   auto s = scenario_from_json(j, "s.json:", ParallelPlan{});
   ASSERT_FALSE(s.ok());
   const Diagnostics& d = s.errors();
-  EXPECT_TRUE(Mentions(d, "s.json:/cluster/num_gpus: expected an integer")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "s.json:/parallel/tp: expected an integer, got 8.5")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "s.json:/batch/global_batch: expected an integer")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "s.json:/seq_len: expected an integer")) << Text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/cluster/num_gpus: expected an integer")) << text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/parallel/tp: expected an integer, got 8.5")) << text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/batch/global_batch: expected an integer")) << text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/seq_len: expected an integer")) << text(d);
 }
 
 TEST(JsonIoScenario, UnknownKeysAreReportedWithTheNearestName) {
@@ -410,9 +402,9 @@ TEST(JsonIoScenario, UnknownKeysAreReportedWithTheNearestName) {
   auto s = scenario_from_json(j, "s.json:", ParallelPlan{});
   ASSERT_FALSE(s.ok()) << "'paralel' and 'parallel/tpp' were silently ignored";
   const Diagnostics& d = s.errors();
-  EXPECT_TRUE(Mentions(d, "s.json:/paralel")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "'parallel'")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "s.json:/parallel/tpp")) << Text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/paralel")) << text(d);
+  EXPECT_TRUE(mentions(d, "'parallel'")) << text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/parallel/tpp")) << text(d);
 }
 
 TEST(JsonIoEnums, ParseAcceptedNamesAndRejectOthers) {

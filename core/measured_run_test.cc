@@ -7,22 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_support.h"
+
 namespace parallax {
 namespace {
 
-const char kPublicRuns[] = PARALLAX_SHARED_DIR "/validation/public-training.jsonl";
-
-bool Mentions(const Diagnostics& d, const std::string& needle) {
-  for (const auto& e : d)
-    if (e.str().find(needle) != std::string::npos) return true;
-  return false;
-}
-
-std::string Text(const Diagnostics& d) {
-  std::string s;
-  for (const auto& e : d) s += e.str() + "\n";
-  return s;
-}
+using testing::kPublicTrainingRuns;
+using testing::mentions;
+using testing::text;
 
 // A record in the SCHEMA.md format with every unknown left null: Llama-3.1 8B, tp8 on 64 H100s.
 Json Record() {
@@ -50,8 +42,8 @@ MeasuredRun Parse(const Json& j) {
 }
 
 TEST(MeasuredRunPublic, EveryRecordParses) {
-  std::ifstream in(kPublicRuns);
-  ASSERT_TRUE(in) << "cannot open " << kPublicRuns;
+  std::ifstream in(kPublicTrainingRuns);
+  ASSERT_TRUE(in) << "cannot open " << kPublicTrainingRuns;
   std::string line;
   std::set<std::string> ids;
   int records = 0;
@@ -77,7 +69,7 @@ TEST(MeasuredRunPublic, EveryRecordParses) {
 TEST(MeasuredRunPublic, EveryFilledPlanIsValid) {
   auto profiles = builtin_profiles();
   ASSERT_TRUE(profiles.ok()) << profiles.error_text();
-  std::ifstream in(kPublicRuns);
+  std::ifstream in(kPublicTrainingRuns);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -88,7 +80,7 @@ TEST(MeasuredRunPublic, EveryFilledPlanIsValid) {
     auto hw = find_profile(profiles.value(), r->gpu, r->id);
     ASSERT_TRUE(hw.ok()) << hw.error_text();
     const Diagnostics d = validate_plan(r->model, Cluster{hw.value(), r->num_gpus}, to_plan(*r));
-    EXPECT_TRUE(d.empty()) << r->id << ":\n" << Text(d);
+    EXPECT_TRUE(d.empty()) << r->id << ":\n" << text(d);
   }
 }
 
@@ -198,11 +190,11 @@ TEST(MeasuredRun, MalformedRecordsGiveFieldPaths) {
   auto r = measured_run_from_json(j, "runs.jsonl:7:");
   ASSERT_FALSE(r.ok());
   const Diagnostics& d = r.errors();
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:7:/model/heads: missing")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:7:/parallel/tp: expected an integer, got \"8\"")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:7:/cluster/gpu: missing")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:7:/batch/global_batch: missing")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:7:/seq_len: expected an integer")) << Text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:7:/model/heads: missing")) << text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:7:/parallel/tp: expected an integer, got \"8\"")) << text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:7:/cluster/gpu: missing")) << text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:7:/batch/global_batch: missing")) << text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:7:/seq_len: expected an integer")) << text(d);
 }
 
 TEST(MeasuredRun, MissingBlocksAreNamed) {
@@ -214,10 +206,10 @@ TEST(MeasuredRun, MissingBlocksAreNamed) {
   auto r = measured_run_from_json(j, "runs.jsonl:2:");
   ASSERT_FALSE(r.ok());
   const Diagnostics& d = r.errors();
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:2:/id: missing")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:2:/model: missing")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:2:/cluster: missing")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "runs.jsonl:2:/measured: missing")) << Text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:2:/id: missing")) << text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:2:/model: missing")) << text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:2:/cluster: missing")) << text(d);
+  EXPECT_TRUE(mentions(d, "runs.jsonl:2:/measured: missing")) << text(d);
 }
 
 TEST(MeasuredRun, MeasurementMustExistAndBePositive) {
@@ -225,14 +217,14 @@ TEST(MeasuredRun, MeasurementMustExistAndBePositive) {
   none["measured"]["step_time_s"] = nullptr;
   auto r = measured_run_from_json(none, "runs.jsonl:3:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(Mentions(r.errors(), "runs.jsonl:3:/measured: no measurement")) << r.error_text();
+  EXPECT_TRUE(mentions(r.errors(), "runs.jsonl:3:/measured: no measurement")) << r.error_text();
 
   Json negative = Record();
   negative["measured"]["step_time_s"] = -2.0;
   auto n = measured_run_from_json(negative, "runs.jsonl:4:");
   ASSERT_FALSE(n.ok());
   EXPECT_TRUE(
-      Mentions(n.errors(), "runs.jsonl:4:/measured/step_time_s: step_time_s must be positive"))
+      mentions(n.errors(), "runs.jsonl:4:/measured/step_time_s: step_time_s must be positive"))
       << n.error_text();
 }
 
@@ -242,10 +234,10 @@ TEST(MeasuredRun, UnknownNamesListTheValidOnes) {
   j["precision"] = "int8";
   auto r = measured_run_from_json(j, "runs.jsonl:5:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(Mentions(r.errors(), "runs.jsonl:5:/recompute: unknown recompute")) << r.error_text();
-  EXPECT_TRUE(Mentions(r.errors(), "'partial'")) << r.error_text();
-  EXPECT_TRUE(Mentions(r.errors(), "none, selective, full")) << r.error_text();
-  EXPECT_TRUE(Mentions(r.errors(), "runs.jsonl:5:/precision: unknown precision 'int8'"))
+  EXPECT_TRUE(mentions(r.errors(), "runs.jsonl:5:/recompute: unknown recompute")) << r.error_text();
+  EXPECT_TRUE(mentions(r.errors(), "'partial'")) << r.error_text();
+  EXPECT_TRUE(mentions(r.errors(), "none, selective, full")) << r.error_text();
+  EXPECT_TRUE(mentions(r.errors(), "runs.jsonl:5:/precision: unknown precision 'int8'"))
       << r.error_text();
 }
 
@@ -256,8 +248,8 @@ TEST(MeasuredRun, UnknownFlopConventionsAreRejected) {
   j["measured"]["attention_flops"] = "half";
   auto r = measured_run_from_json(j, "runs.jsonl:6:");
   ASSERT_FALSE(r.ok()) << "flops_basis 'hw' and attention_flops 'half' were accepted";
-  EXPECT_TRUE(Mentions(r.errors(), "runs.jsonl:6:/measured/flops_basis")) << r.error_text();
-  EXPECT_TRUE(Mentions(r.errors(), "runs.jsonl:6:/measured/attention_flops")) << r.error_text();
+  EXPECT_TRUE(mentions(r.errors(), "runs.jsonl:6:/measured/flops_basis")) << r.error_text();
+  EXPECT_TRUE(mentions(r.errors(), "runs.jsonl:6:/measured/attention_flops")) << r.error_text();
 }
 
 }  // namespace

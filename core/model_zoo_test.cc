@@ -9,6 +9,8 @@
 #include <set>
 #include <string>
 
+#include "tests/test_support.h"
+
 namespace parallax {
 namespace {
 
@@ -111,7 +113,7 @@ TEST(ModelZoo, UnknownNameSuggestsTheNearest) {
 // Every dense model shape in the public validation set has a zoo entry with the same dimensions
 // (the set holds no MoE or MLA model today; those zoo entries are checked by the HF import tests).
 TEST(ModelZoo, CoversEveryShapeInThePublicValidationSet) {
-  std::ifstream in(std::string(PARALLAX_SHARED_DIR) + "/validation/public-training.jsonl");
+  std::ifstream in(testing::kPublicTrainingRuns);
   if (!in) GTEST_SKIP() << "validation set not present";
   std::string line;
   int records = 0;

@@ -37,8 +37,7 @@ FieldLocator json_locator(std::string prefix) {
 int layers_in_virtual_stage(const ModelSpec& m, const ParallelPlan& p, int virtual_stage) {
   const int stages = p.pp * p.vpp;
   const int base = m.layers / stages, extra = m.layers % stages;
-  // The last `extra` stages take one more layer... except the very last, which already runs the
-  // output layer and loss: shift the extras to the middle-late stages.
+  // Extras go to stages [stages-1-extra, stages-1): not the last, which runs the output layer.
   const int first_extra = stages - extra - (extra > 0 && extra < stages ? 1 : 0);
   const bool gets_extra = virtual_stage >= first_extra && virtual_stage < first_extra + extra;
   return base + (gets_extra ? 1 : 0);
@@ -50,12 +49,12 @@ int first_layer_of_virtual_stage(const ModelSpec& m, const ParallelPlan& p, int 
   return first;
 }
 
-Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
-                          const FieldLocator& loc) {
-  Diagnostics out;
-  auto add = [&](const char* f, std::string what, std::string hint = "") {
-    out.push_back({loc(f), std::move(what), std::move(hint)});
-  };
+namespace {
+
+using AddDiagnostic = std::function<void(const char*, std::string, std::string)>;
+
+/// Degrees and sizes that must be positive; false when a degree is unusable.
+bool check_positive(const ParallelPlan& p, const AddDiagnostic& add) {
   const struct {
     const char* name;
     int v;
@@ -64,23 +63,18 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
   bool degrees_ok = true;
   for (const auto& d : degrees) {
     if (d.v < 1) {
-      add(d.name, std::string(d.name) + " must be >= 1, got " + std::to_string(d.v));
+      add(d.name, std::string(d.name) + " must be >= 1, got " + std::to_string(d.v), "");
       degrees_ok = false;
     }
   }
-  if (p.seq_len <= 0) add("seq", "seq must be positive, got " + std::to_string(p.seq_len));
+  if (p.seq_len <= 0) add("seq", "seq must be positive, got " + std::to_string(p.seq_len), "");
   if (p.global_batch <= 0)
-    add("gbs", "gbs must be positive, got " + std::to_string(p.global_batch));
-  if (!degrees_ok) return out;
+    add("gbs", "gbs must be positive, got " + std::to_string(p.global_batch), "");
+  return degrees_ok;
+}
 
-  if (c.num_gpus <= 0)
-    add("gpus", "gpus must be positive, got " + std::to_string(c.num_gpus));
-  else if (p.gpus() != c.num_gpus)
-    add("gpus",
-        "gpus=" + std::to_string(c.num_gpus) + " must equal tp*pp*dp*cp=" + std::to_string(p.tp) +
-            "*" + std::to_string(p.pp) + "*" + std::to_string(p.dp) + "*" + std::to_string(p.cp) +
-            "=" + std::to_string(p.gpus()),
-        "leave --dp out to derive it from --gpus");
+/// How the layout splits the model: heads over tp, layers over stages, the schedule.
+void check_model_split(const ModelSpec& m, const ParallelPlan& p, const AddDiagnostic& add) {
   if (m.heads % p.tp != 0)
     add("tp", "tp=" + std::to_string(p.tp) + " must divide heads=" + std::to_string(m.heads),
         "tp in " + divisors_of(m.heads, 64));
@@ -98,6 +92,10 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
     add("vpp", "vpp=" + std::to_string(p.vpp) + " needs --schedule interleaved", "");
   if (p.schedule == ScheduleKind::kInterleaved1F1B && p.vpp < 2)
     add("schedule", "the interleaved schedule needs --vpp >= 2", "");
+}
+
+/// Batch and sequence against the data, context and sequence parallel split.
+void check_batch(const ParallelPlan& p, const AddDiagnostic& add) {
   const int64_t per_step = static_cast<int64_t>(p.dp) * p.micro_batch;
   if (p.global_batch > 0 && p.global_batch % per_step != 0)
     add("gbs",
@@ -117,25 +115,53 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
         "sequence parallel needs seq/cp=" + std::to_string(p.seq_len / p.cp) +
             " divisible by tp=" + std::to_string(p.tp),
         "");
-  if (m.moe) {
-    if (m.moe->experts % p.ep != 0)
-      add("ep",
-          "ep=" + std::to_string(p.ep) + " must divide experts=" + std::to_string(m.moe->experts),
-          "ep in " + divisors_of(m.moe->experts, 1024));
-    const int fold = p.dp * p.cp * p.tp;
-    if (fold % (p.ep * p.etp) != 0)
-      add("ep",
-          "ep*etp=" + std::to_string(p.ep * p.etp) +
-              " must divide dp*cp*tp=" + std::to_string(fold),
-          "experts are laid over the data, context and tensor parallel ranks of one stage");
-  } else {
+}
+
+/// Expert parallelism: only for MoE models, dividing the experts and the stage's ranks.
+void check_experts(const ModelSpec& m, const ParallelPlan& p, const AddDiagnostic& add) {
+  if (!m.moe) {
     if (p.ep != 1)
       add("ep", "ep=" + std::to_string(p.ep) + " needs a mixture-of-experts model",
           "use ep=1 for dense models");
     if (p.etp != 1)
       add("etp", "etp=" + std::to_string(p.etp) + " needs a mixture-of-experts model",
           "use etp=1 for dense models");
+    return;
   }
+  if (m.moe->experts % p.ep != 0)
+    add("ep",
+        "ep=" + std::to_string(p.ep) + " must divide experts=" + std::to_string(m.moe->experts),
+        "ep in " + divisors_of(m.moe->experts, 1024));
+  if (p.tp > 1 && !p.sequence_parallel)
+    add("sp", "MoE layers with tp=" + std::to_string(p.tp) + " need sequence parallelism",
+        "use --sp 1: the MoE block runs on each rank's sequence shard (Megatron requires it)");
+  const int fold = p.dp * p.cp * p.tp;
+  if (fold % (p.ep * p.etp) != 0)
+    add("ep",
+        "ep*etp=" + std::to_string(p.ep * p.etp) + " must divide dp*cp*tp=" + std::to_string(fold),
+        "experts are laid over the data, context and tensor parallel ranks of one stage");
+}
+
+}  // namespace
+
+Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
+                          const FieldLocator& loc) {
+  Diagnostics out;
+  const AddDiagnostic add = [&](const char* f, std::string what, std::string hint) {
+    out.push_back({loc(f), std::move(what), std::move(hint)});
+  };
+  if (!check_positive(p, add)) return out;
+  if (c.num_gpus <= 0)
+    add("gpus", "gpus must be positive, got " + std::to_string(c.num_gpus), "");
+  else if (p.gpus() != c.num_gpus)
+    add("gpus",
+        "gpus=" + std::to_string(c.num_gpus) + " must equal tp*pp*dp*cp=" + std::to_string(p.tp) +
+            "*" + std::to_string(p.pp) + "*" + std::to_string(p.dp) + "*" + std::to_string(p.cp) +
+            "=" + std::to_string(p.gpus()),
+        "leave --dp out to derive it from --gpus");
+  check_model_split(m, p, add);
+  check_batch(p, add);
+  check_experts(m, p, add);
   if (p.zero_stage < 0 || p.zero_stage > 3)
     add("zero", "zero=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3", "");
   if (p.precision == Precision::kFp8 && c.hw.fp8_tflops <= 0)

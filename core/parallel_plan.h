@@ -73,8 +73,10 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
                           const FieldLocator& loc = flag_locator());
 
 /// Layers of each virtual stage: stage s (of pp*vpp, in model order) gets layers_of_stage(s).
-/// Uneven counts put the extra layers on the later stages, whose neighbours hold the embedding
-/// and the loss (as TorchTitan's splitter does).
+/// Uneven counts put the `layers % stages` extra layers on the stages just before the last one,
+/// which already runs the output layer and the loss; the first stage (embedding) gets one only
+/// when every stage but the last does. (Megatron needs an even split unless told otherwise;
+/// TorchTitan weighs the embedding and output as layers. Neither is modelled exactly.)
 int layers_in_virtual_stage(const ModelSpec& m, const ParallelPlan& p, int virtual_stage);
 int first_layer_of_virtual_stage(const ModelSpec& m, const ParallelPlan& p, int virtual_stage);
 

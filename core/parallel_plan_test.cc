@@ -8,21 +8,13 @@
 
 #include "core/json_io.h"
 #include "core/model_zoo.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
 
-bool Mentions(const Diagnostics& d, const std::string& needle) {
-  for (const auto& e : d)
-    if (e.str().find(needle) != std::string::npos) return true;
-  return false;
-}
-
-std::string Text(const Diagnostics& d) {
-  std::string s;
-  for (const auto& e : d) s += e.str() + "\n";
-  return s;
-}
+using testing::mentions;
+using testing::text;
 
 ModelSpec Zoo(const std::string& name) {
   auto m = find_zoo_model(name, "test");
@@ -59,7 +51,7 @@ class ParallelPlanTest : public ::testing::Test {
 
 TEST_F(ParallelPlanTest, BaselineIsValid) {
   const Diagnostics d = validate_plan(llama70b_, h100x64_, Tp8Dp8());
-  EXPECT_TRUE(d.empty()) << Text(d);
+  EXPECT_TRUE(d.empty()) << text(d);
 }
 
 TEST_F(ParallelPlanTest, TpMustDivideHeadsWithValidTpHint) {
@@ -69,8 +61,8 @@ TEST_F(ParallelPlanTest, TpMustDivideHeadsWithValidTpHint) {
   p.global_batch = 3;
   p.sequence_parallel = false;
   const Diagnostics d = validate_plan(llama70b_, MakeCluster("h100-sxm-80gb", 3), p);
-  EXPECT_TRUE(Mentions(d, "--tp: tp=3 must divide heads=64")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "hint: tp in {1,2,4,8,16,32,64}")) << Text(d);
+  EXPECT_TRUE(mentions(d, "--tp: tp=3 must divide heads=64")) << text(d);
+  EXPECT_TRUE(mentions(d, "hint: tp in {1,2,4,8,16,32,64}")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, TpAndKvHeadsMustDivideOneAnother) {
@@ -84,19 +76,19 @@ TEST_F(ParallelPlanTest, TpAndKvHeadsMustDivideOneAnother) {
   p.global_batch = 4;
   p.sequence_parallel = false;
   const Diagnostics d = validate_plan(m, MakeCluster("h100-sxm-80gb", 6), p);
-  ASSERT_EQ(d.size(), 1u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--tp: tp=6 and kv_heads=8 must divide one another")) << Text(d);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--tp: tp=6 and kv_heads=8 must divide one another")) << text(d);
 
   // tp a multiple of kv_heads replicates KV heads: allowed.
   p.tp = 16;
   const Diagnostics ok = validate_plan(llama70b_, MakeCluster("h100-sxm-80gb", 16), p);
-  EXPECT_FALSE(Mentions(ok, "kv_heads")) << Text(ok);
+  EXPECT_FALSE(mentions(ok, "kv_heads")) << text(ok);
 }
 
 TEST_F(ParallelPlanTest, GpusMustEqualTheProductOfDegrees) {
   const Diagnostics d = validate_plan(llama70b_, MakeCluster("h100-sxm-80gb", 60), Tp8Dp8());
-  ASSERT_EQ(d.size(), 1u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--gpus: gpus=60 must equal tp*pp*dp*cp=8*1*8*1=64")) << Text(d);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--gpus: gpus=60 must equal tp*pp*dp*cp=8*1*8*1=64")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, VirtualStagesCannotExceedLayers) {
@@ -110,8 +102,8 @@ TEST_F(ParallelPlanTest, VirtualStagesCannotExceedLayers) {
   p.global_batch = 16;
   p.sequence_parallel = false;
   const Diagnostics d = validate_plan(Zoo("llama3.1-8b"), MakeCluster("h100-sxm-80gb", 8), p);
-  ASSERT_EQ(d.size(), 1u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--pp: pp*vpp=40 exceeds layers=32")) << Text(d);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--pp: pp*vpp=40 exceeds layers=32")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, GlobalBatchMustBeAMultipleOfDpTimesMbs) {
@@ -119,8 +111,8 @@ TEST_F(ParallelPlanTest, GlobalBatchMustBeAMultipleOfDpTimesMbs) {
   p.micro_batch = 2;
   p.global_batch = 100;
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
-  ASSERT_EQ(d.size(), 1u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--gbs: gbs=100 must be a multiple of dp*mbs=16")) << Text(d);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--gbs: gbs=100 must be a multiple of dp*mbs=16")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, EpMustDivideExperts) {
@@ -132,9 +124,9 @@ TEST_F(ParallelPlanTest, EpMustDivideExperts) {
   p.global_batch = 3;
   p.seq_len = 4096;
   const Diagnostics d = validate_plan(Zoo("mixtral-8x7b"), MakeCluster("h100-sxm-80gb", 3), p);
-  ASSERT_EQ(d.size(), 1u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--ep: ep=3 must divide experts=8")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "ep in {1,2,4,8}")) << Text(d);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--ep: ep=3 must divide experts=8")) << text(d);
+  EXPECT_TRUE(mentions(d, "ep in {1,2,4,8}")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, EpMustFitInsideDpCpTp) {
@@ -145,7 +137,7 @@ TEST_F(ParallelPlanTest, EpMustFitInsideDpCpTp) {
   p.global_batch = 8;
   p.seq_len = 4096;
   const Diagnostics d = validate_plan(Zoo("mixtral-8x7b"), MakeCluster("h100-sxm-80gb", 4), p);
-  EXPECT_TRUE(Mentions(d, "--ep: ep*etp=8 must divide dp*cp*tp=4")) << Text(d);
+  EXPECT_TRUE(mentions(d, "--ep: ep*etp=8 must divide dp*cp*tp=4")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, EpOnADenseModel) {
@@ -153,8 +145,8 @@ TEST_F(ParallelPlanTest, EpOnADenseModel) {
   p.ep = 2;
   p.etp = 2;
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
-  EXPECT_TRUE(Mentions(d, "--ep: ep=2 needs a mixture-of-experts model")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--etp: etp=2 needs a mixture-of-experts model")) << Text(d);
+  EXPECT_TRUE(mentions(d, "--ep: ep=2 needs a mixture-of-experts model")) << text(d);
+  EXPECT_TRUE(mentions(d, "--etp: etp=2 needs a mixture-of-experts model")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, CpMustDivideSeq) {
@@ -164,24 +156,24 @@ TEST_F(ParallelPlanTest, CpMustDivideSeq) {
   p.seq_len = 8190;
   p.sequence_parallel = false;
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
-  ASSERT_EQ(d.size(), 1u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--cp: cp=4 must divide seq=8190")) << Text(d);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--cp: cp=4 must divide seq=8190")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, SequenceParallelNeedsSeqPerCpDivisibleByTp) {
   ParallelPlan p = Tp8Dp8();
   p.seq_len = 8196;  // 8196 / 8 is not whole
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
-  EXPECT_TRUE(Mentions(d, "--sp: sequence parallel needs seq/cp=8196 divisible by tp=8"))
-      << Text(d);
+  EXPECT_TRUE(mentions(d, "--sp: sequence parallel needs seq/cp=8196 divisible by tp=8"))
+      << text(d);
 }
 
 TEST_F(ParallelPlanTest, Fp8OnAPartWithoutFp8) {
   ParallelPlan p = Tp8Dp8();
   p.precision = Precision::kFp8;
   const Diagnostics d = validate_plan(llama70b_, MakeCluster("a100-sxm-80gb", 64), p);
-  ASSERT_EQ(d.size(), 1u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--precision: fp8 is not supported by a100-sxm-80gb")) << Text(d);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--precision: fp8 is not supported by a100-sxm-80gb")) << text(d);
   EXPECT_TRUE(validate_plan(llama70b_, h100x64_, p).empty());
 }
 
@@ -192,12 +184,12 @@ TEST_F(ParallelPlanTest, VppNeedsTheInterleavedSchedule) {
   p.vpp = 2;
   p.schedule = ScheduleKind::k1F1B;
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
-  ASSERT_EQ(d.size(), 1u) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--vpp: vpp=2 needs --schedule interleaved")) << Text(d);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--vpp: vpp=2 needs --schedule interleaved")) << text(d);
 
   p.schedule = ScheduleKind::kInterleaved1F1B;
   EXPECT_TRUE(validate_plan(llama70b_, h100x64_, p).empty())
-      << Text(validate_plan(llama70b_, h100x64_, p));
+      << text(validate_plan(llama70b_, h100x64_, p));
 }
 
 TEST_F(ParallelPlanTest, InterleavedNeedsVppAndMicrobatchesPerPp) {
@@ -205,11 +197,11 @@ TEST_F(ParallelPlanTest, InterleavedNeedsVppAndMicrobatchesPerPp) {
   p.pp = 2;
   p.dp = 4;
   p.schedule = ScheduleKind::kInterleaved1F1B;
-  EXPECT_TRUE(Mentions(validate_plan(llama70b_, h100x64_, p), "needs --vpp >= 2"));
+  EXPECT_TRUE(mentions(validate_plan(llama70b_, h100x64_, p), "needs --vpp >= 2"));
   p.vpp = 2;
   p.global_batch = 12;  // 3 microbatches per dp rank, pp=2
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
-  EXPECT_TRUE(Mentions(d, "microbatches=3 to be a multiple of pp=2")) << Text(d);
+  EXPECT_TRUE(mentions(d, "microbatches=3 to be a multiple of pp=2")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, DegreesBelowOneAreReportedTogether) {
@@ -219,10 +211,10 @@ TEST_F(ParallelPlanTest, DegreesBelowOneAreReportedTogether) {
   p.micro_batch = 0;
   p.global_batch = 0;
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
-  EXPECT_TRUE(Mentions(d, "--tp: tp must be >= 1, got 0")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--pp: pp must be >= 1, got -1")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--mbs: mbs must be >= 1, got 0")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "--gbs: gbs must be positive, got 0")) << Text(d);
+  EXPECT_TRUE(mentions(d, "--tp: tp must be >= 1, got 0")) << text(d);
+  EXPECT_TRUE(mentions(d, "--pp: pp must be >= 1, got -1")) << text(d);
+  EXPECT_TRUE(mentions(d, "--mbs: mbs must be >= 1, got 0")) << text(d);
+  EXPECT_TRUE(mentions(d, "--gbs: gbs must be positive, got 0")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, SeveralProblemsAreAllReported) {
@@ -233,14 +225,14 @@ TEST_F(ParallelPlanTest, SeveralProblemsAreAllReported) {
   p.cp = 3;                       // does not divide seq=8192
   p.precision = Precision::kFp8;  // not on A100
   const Diagnostics d = validate_plan(llama70b_, MakeCluster("a100-sxm-80gb", 64), p);
-  EXPECT_TRUE(Mentions(d, "--gpus: gpus=64 must equal")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "tp=3 must divide heads=64")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "tp=3 and kv_heads=8 must divide one another")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "ep=2 needs a mixture-of-experts model")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "gbs=100 must be a multiple of dp*mbs=8")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "cp=3 must divide seq=8192")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "fp8 is not supported by a100-sxm-80gb")) << Text(d);
-  EXPECT_GE(d.size(), 7u) << Text(d);
+  EXPECT_TRUE(mentions(d, "--gpus: gpus=64 must equal")) << text(d);
+  EXPECT_TRUE(mentions(d, "tp=3 must divide heads=64")) << text(d);
+  EXPECT_TRUE(mentions(d, "tp=3 and kv_heads=8 must divide one another")) << text(d);
+  EXPECT_TRUE(mentions(d, "ep=2 needs a mixture-of-experts model")) << text(d);
+  EXPECT_TRUE(mentions(d, "gbs=100 must be a multiple of dp*mbs=8")) << text(d);
+  EXPECT_TRUE(mentions(d, "cp=3 must divide seq=8192")) << text(d);
+  EXPECT_TRUE(mentions(d, "fp8 is not supported by a100-sxm-80gb")) << text(d);
+  EXPECT_GE(d.size(), 7u) << text(d);
 }
 
 TEST_F(ParallelPlanTest, LocatorNamesTheFieldsInAFile) {
@@ -248,14 +240,14 @@ TEST_F(ParallelPlanTest, LocatorNamesTheFieldsInAFile) {
   p.ep = 2;
   p.global_batch = 100;
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p, json_locator("s.json:"));
-  EXPECT_TRUE(Mentions(d, "s.json:/parallel/ep: ep=2")) << Text(d);
-  EXPECT_TRUE(Mentions(d, "s.json:/batch/global_batch: gbs=100")) << Text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/parallel/ep: ep=2")) << text(d);
+  EXPECT_TRUE(mentions(d, "s.json:/batch/global_batch: gbs=100")) << text(d);
 }
 
 TEST_F(ParallelPlanTest, DefaultLocatorNamesFlags) {
   ParallelPlan p = Tp8Dp8();
   p.ep = 2;
-  EXPECT_TRUE(Mentions(validate_plan(llama70b_, h100x64_, p), "--ep: ep=2"));
+  EXPECT_TRUE(mentions(validate_plan(llama70b_, h100x64_, p), "--ep: ep=2"));
 }
 
 // ---- layers_in_virtual_stage ------------------------------------------------------------------

@@ -83,6 +83,14 @@ std::vector<int> RankMap::group(GroupKind kind, int rank) const {
   return members;
 }
 
+GroupShape neighbour_pair(const GroupShape& g) {
+  GroupShape p;
+  p.size = 2;
+  p.domains = g.crosses_domains() ? 2 : 1;
+  p.per_domain = p.size / p.domains;
+  return p;
+}
+
 GroupShape RankMap::shape(GroupKind kind, int rank) const {
   const auto members = group(kind, rank);
   std::map<int, int> per;
@@ -90,7 +98,8 @@ GroupShape RankMap::shape(GroupKind kind, int rank) const {
   GroupShape g;
   g.size = static_cast<int>(members.size());
   g.domains = static_cast<int>(per.size());
-  g.per_domain = g.size / g.domains;
+  // The most crowded domain bounds the intra-domain phase (domains need not hold equal shares).
+  for (const auto& [domain, count] : per) g.per_domain = std::max(g.per_domain, count);
   return g;
 }
 

@@ -17,14 +17,19 @@ struct RankCoords {
   int etp = 0, ep = 0, edp = 0;  ///< expert tensor, expert, and expert-data coordinates
 };
 
-/// Where a group's members sit: `size` members, `per_domain` of them in each scale-up domain it
-/// touches, across `domains` domains (size == per_domain * domains).
+/// Where a group's members sit: `size` members across `domains` scale-up domains, at most
+/// `per_domain` of them in one domain (size == per_domain * domains when spread evenly).
 struct GroupShape {
   int size = 1;
   int per_domain = 1;
   int domains = 1;
   bool crosses_domains() const { return domains > 1; }
 };
+
+/// The link a ring or pipeline of this group moves data over, as a two-member group: the
+/// exchanges of one step run together, so the slowest hop sets the pace, and it crosses
+/// domains whenever the group does.
+GroupShape neighbour_pair(const GroupShape& g);
 
 class RankMap {
  public:

@@ -11,6 +11,7 @@
 #include "core/parallel_plan.h"
 #include "simulator/schedules/pipeline_schedule.h"
 #include "simulator/simulate.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
@@ -163,44 +164,13 @@ TEST(Engine, OptimizerStepAddsToTheStep) {
   EXPECT_DOUBLE_EQ(run(s).step_time_s, (m + pp - 1) * 3.0 + 0.5);
 }
 
-HwProfile synthetic_profile(int scale_up_domain) {
-  HwProfile hw;
-  hw.name = "synthetic";
-  hw.bf16_tflops = 1000;
-  hw.fp8_tflops = 2000;
-  hw.sm_count = 100;
-  hw.gemm_efficiency = 0.8;
-  hw.fp8_gemm_efficiency = 0.8;
-  hw.attention_fwd_efficiency = 0.5;
-  hw.attention_bwd_efficiency = 0.4;
-  hw.hbm_gib = 80;
-  hw.hbm_bw_gbps = 1000;
-  hw.hbm_efficiency = 1.0;
-  hw.gpus_per_node = scale_up_domain;
-  hw.scale_up_domain = scale_up_domain;
-  hw.scale_up_bw_gbps = 100;
-  hw.scale_up_efficiency = 1.0;
-  hw.scale_out_bw_gbps = 10;
-  hw.scale_out_efficiency = 1.0;
-  return hw;
-}
-
 ModelSpec tiny_model(int layers) {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = layers;
-  m.hidden = 256;
-  m.heads = 4;
-  m.kv_heads = 4;
-  m.head_dim = 64;
-  m.ffn_hidden = 1024;
-  m.ffn_act = FfnAct::kGelu;
-  m.vocab = 1000;
-  return m;
+  return testing::gpt_model(
+      {.name = "tiny", .layers = layers, .hidden = 256, .heads = 4, .vocab = 1000});
 }
 
 void expect_full_ranks_match_representative(const ModelSpec& m, const ParallelPlan& p, int domain) {
-  const Cluster c{synthetic_profile(domain), p.gpus()};
+  const Cluster c{testing::round_profile(domain), p.gpus()};
   const auto rep = simulate(m, c, p, {.full_ranks = false});
   const auto full = simulate(m, c, p, {.full_ranks = true});
   ASSERT_TRUE(rep.ok()) << rep.error_text();

@@ -64,6 +64,7 @@ class LayerBuilder {
         cp_shape_(ranks.shape(GroupKind::kCp)),
         ep_shape_(ranks.shape(GroupKind::kEp)),
         fsdp_shape_(ranks.shape(GroupKind::kDpCp)) {
+    microbatches_ = std::max<int64_t>(1, p.num_microbatches());
     d_.tp = p.tp;
     d_.tokens = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
     d_.tokens_sp = p.sequence_parallel ? d_.tokens / p.tp : d_.tokens;
@@ -80,18 +81,32 @@ class LayerBuilder {
   /// A GEMM [m x k] x [k x n]; in backward, the data-gradient and weight-gradient GEMMs.
   /// `weight`: the second backward GEMM is a weight gradient (W in zero-bubble schedules);
   /// otherwise both are input gradients (attention's batched GEMMs).
-  void gemm(const char* name, double m, double k, double n, double batch = 1, bool weight = true) {
+  /// `kind`: a linear layer (fp8 when the plan is), a bf16-only linear layer (logits, router:
+  /// fp8 recipes keep them in bf16), or attention's batched GEMMs (bf16, and both backward
+  /// GEMMs are input gradients).
+  enum class GemmKind { kLinear, kLinearBf16, kAttention };
+
+  void gemm(const char* name, double m, double k, double n, double batch = 1,
+            GemmKind kind = GemmKind::kLinear) {
     GemmShape fwd{ll(m), ll(n), ll(k), ll(batch)};
     GemmShape dgrad{ll(m), ll(k), ll(n), ll(batch)};
     GemmShape wgrad{ll(k), ll(n), ll(m), ll(batch)};
-    const KernelTime f = compute_.gemm(fwd, p_.precision);
-    const KernelTime dg = compute_.gemm(dgrad, p_.precision);
-    const KernelTime wg = compute_.gemm(wgrad, p_.precision);
+    const bool fp8 = kind == GemmKind::kLinear && p_.precision == Precision::kFp8;
+    const Precision prec = fp8 ? Precision::kFp8 : Precision::kBf16;
+    KernelTime f = compute_.gemm(fwd, prec), dg = compute_.gemm(dgrad, prec),
+               wg = compute_.gemm(wgrad, prec);
+    if (fp8) {
+      f.time_s += compute_.fp8_casts(fwd, GemmPass::kForward, microbatches_).time_s;
+      dg.time_s += compute_.fp8_casts(fwd, GemmPass::kDataGradient, microbatches_).time_s;
+      wg.time_s += compute_.fp8_casts(fwd, GemmPass::kWeightGradient, microbatches_).time_s;
+    }
     fwd_.push_back(compute_op(name, f));
     bwd_in_.push_back(compute_op(std::string(name) + ".dgrad", dg));
-    (weight ? bwd_w_ : bwd_in_).push_back(compute_op(std::string(name) + ".wgrad", wg));
+    (kind == GemmKind::kAttention ? bwd_in_ : bwd_w_)
+        .push_back(compute_op(std::string(name) + ".wgrad", wg));
     last_gemm_fwd_s_ = f.time_s;
     last_gemm_bwd_s_ = dg.time_s;
+    last_gemm_wgrad_s_ = wg.time_s;
   }
 
   void memory(const char* name, double bytes_fwd, double bwd_factor = 2.0) {
@@ -114,9 +129,11 @@ class LayerBuilder {
       // Unfused: scores = Q K^T over the whole s x s (the causal mask is applied, not skipped),
       // softmax reads the bf16 scores and writes the probabilities, context = P V. Backward
       // reads the probabilities and their gradient and writes the score gradient.
-      gemm("attn_scores", static_cast<double>(sq), d_.d_qk, static_cast<double>(skv), bh, false);
+      gemm("attn_scores", static_cast<double>(sq), d_.d_qk, static_cast<double>(skv), bh,
+           GemmKind::kAttention);
       memory("attn_softmax", 2 * kBf16 * bh * sq * skv, 1.5);
-      gemm("attn_context", static_cast<double>(sq), static_cast<double>(skv), d_.d_v, bh, false);
+      gemm("attn_context", static_cast<double>(sq), static_cast<double>(skv), d_.d_v, bh,
+           GemmKind::kAttention);
     }
     core_fwd_.assign(fwd_.begin() + fwd_before, fwd_.end());
     double f_s = 0, b_s = 0;
@@ -131,7 +148,8 @@ class LayerBuilder {
     if (p_.cp_comm == CpComm::kRing) {
       // cp-1 exchanges of the local K,V chunk, each hidden behind one chunk of attention;
       // backward also returns dK, dV (twice the bytes).
-      const double step = comm_.time(CollectiveOp::kSendRecv, kv_bytes, pair(cp_shape_)).time_s;
+      const double step =
+          comm_.time(CollectiveOp::kSendRecv, kv_bytes, neighbour_pair(cp_shape_)).time_s;
       const double f_hide = attn_fwd_s / p_.cp, b_hide = attn_bwd_s / p_.cp;
       push_comm(&fwd_, "cp_kv_ring", CostCategory::kCpComm, (p_.cp - 1) * step,
                 (p_.cp - 1) * hidden(step, f_hide));
@@ -175,9 +193,15 @@ class LayerBuilder {
     if (pending_fwd_.second > 0)
       push_comm(&fwd_, pending_fwd_.first, CostCategory::kTpComm, pending_fwd_.second,
                 overlap(pending_fwd_.second, last_gemm_fwd_s_));
-    if (pending_bwd_.second > 0)
-      push_comm(&bwd_in_, pending_bwd_.first, CostCategory::kTpComm, pending_bwd_.second,
-                overlap(pending_bwd_.second, last_gemm_bwd_s_));
+    // The input gradient's reduce-scatter (all-reduce without SP) is launched asynchronously
+    // and runs beside the weight-gradient GEMM (Megatron's default), except in zero-bubble
+    // schedules, where the weight gradient is deferred.
+    if (pending_bwd_.second > 0) {
+      const double c = pending_bwd_.second;
+      const bool wgrad_follows = p_.schedule != ScheduleKind::kZeroBubbleH1;
+      push_comm(&bwd_in_, pending_bwd_.first, CostCategory::kTpComm, c,
+                wgrad_follows ? hidden(c, last_gemm_wgrad_s_) : overlap(c, last_gemm_bwd_s_));
+    }
     if (regather_s_ > 0)
       push_comm(&bwd_in_, "tp_regather", CostCategory::kTpComm, regather_s_,
                 hidden(regather_s_, last_gemm_bwd_s_));
@@ -259,7 +283,7 @@ class LayerBuilder {
     // SP with TP for MoE); routed copies are spread evenly over the expert-parallel group.
     const double t = d.tokens / p_.tp;
     memory("post_attn_norm", 2 * t * d.h * kBf16);
-    gemm("router", t, d.h, e.experts);
+    gemm("router", t, d.h, e.experts, 1, GemmKind::kLinearBf16);
     memory("router_topk", t * e.experts * 3 * kFp32);
     memory("permute", 2 * t * e.top_k * d.h * kBf16);
     all_to_all("ep_dispatch", t * e.top_k * d.h * kBf16);
@@ -295,7 +319,7 @@ class LayerBuilder {
     const double v = static_cast<double>(m_.vocab) / d.tp;
     memory("final_norm", 2 * d.tokens_sp * d.h * kBf16);
     tp_enter("tp_gather.logits");
-    gemm("logits", d.tokens, d.h, v);
+    gemm("logits", d.tokens, d.h, v, 1, GemmKind::kLinearBf16);
     settle_enter();
     // Vocab-parallel cross-entropy in fp32 (Megatron's _VocabParallelCrossEntropy), bytes per
     // logit: max over bf16 logits (2), cast to fp32 (2 + 4), subtract max (4 + 4), exp (4 + 4),
@@ -312,12 +336,14 @@ class LayerBuilder {
 
   /// FSDP / ZeRO-3: gather this layer's parameters before its forward and backward, reduce-
   /// scatter its gradients after backward; each overlaps with the neighbouring layer's compute.
-  void fsdp_layer(double params, bool gather_in_backward) {
-    if (!p_.shards_params() || fsdp_shape_.size == 1) return;
+  /// Only without pipelining: with pp > 1 the stage stays gathered across microbatches and
+  /// reduces once per step (simulate's data-parallel sync).
+  void fsdp_layer(double params) {
+    if (!p_.shards_params() || p_.pp > 1 || fsdp_shape_.size == 1) return;
     const double ag = comm_.time(CollectiveOp::kAllGather, params * kBf16, fsdp_shape_).time_s;
     const double rs = comm_.time(CollectiveOp::kReduceScatter, params * kFp32, fsdp_shape_).time_s;
     fsdp_fwd_comm_ = ag;
-    fsdp_bwd_comm_ = (gather_in_backward ? ag : 0.0) + rs;
+    fsdp_bwd_comm_ = ag + rs;  // regathered for backward (resharded after forward)
   }
 
   /// Moves the ops built so far into the passes, settling FSDP overlap against layer compute.
@@ -361,13 +387,6 @@ class LayerBuilder {
       if (o.category == CostCategory::kCompute) s += o.time_s;
     return s;
   }
-  static GroupShape pair(const GroupShape& g) {
-    GroupShape p;
-    p.size = 2;
-    p.domains = g.crosses_domains() && g.per_domain == 1 ? 2 : 1;
-    p.per_domain = p.size / p.domains;
-    return p;
-  }
   OpCost compute_op(std::string name, const KernelTime& k) const {
     return OpCost{std::move(name), CostCategory::kCompute, k.time_s, k.time_s, k.flops};
   }
@@ -397,13 +416,32 @@ class LayerBuilder {
   std::vector<OpCost> core_fwd_;  ///< the attention core, recomputed by selective recompute
   std::pair<std::string, double> pending_fwd_, pending_bwd_;
   double regather_s_ = 0;
-  double last_gemm_fwd_s_ = 0, last_gemm_bwd_s_ = 0;
+  double last_gemm_fwd_s_ = 0, last_gemm_bwd_s_ = 0, last_gemm_wgrad_s_ = 0;
+  int64_t microbatches_ = 1;  ///< microbatches that reuse one fp8 weight cast
   double fsdp_fwd_comm_ = 0, fsdp_bwd_comm_ = 0;
 };
 
+/// Attention parameters one TP rank holds: head-split projections divided by tp; MLA's down
+/// projections and their norms, and KV heads when tp exceeds kv_heads, are replicated.
+double attention_params_local(const ModelSpec& m, int tp) {
+  const double h = static_cast<double>(m.hidden);
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    const double replicated = (a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank : 0.0) +
+                              h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank;
+    const double split = (a.q_lora_rank > 0 ? a.q_lora_rank : h) * m.heads * qk +
+                         a.kv_lora_rank * m.heads * (a.qk_nope_head_dim + a.v_head_dim) +
+                         static_cast<double>(m.heads) * a.v_head_dim * h;
+    return replicated + split / tp;
+  }
+  const double kv_per_rank = std::max(1.0, static_cast<double>(m.kv_heads) / tp);
+  return 2.0 * h * m.heads * m.head_dim / tp + 2.0 * h * m.head_dim * kv_per_rank;
+}
+
 double dense_layer_params_local(const ModelSpec& m, const ParallelPlan& p, int layer) {
   const double h = static_cast<double>(m.hidden);
-  double attn = attention_params_per_layer(m) / p.tp;
+  double attn = attention_params_local(m, p.tp);
   double mlp = 0;
   if (m.is_moe_layer(layer)) {
     mlp =
@@ -458,6 +496,51 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   return attn + mlp;
 }
 
+namespace {
+
+/// Backward = recompute, then input gradients, then weight gradients (all on one stream); the
+/// zero-bubble split keeps recompute with the input gradients.
+void assemble_backward(const PassCost& recompute, const PassCost& bwd_in, const PassCost& bwd_w,
+                       StageCost* s) {
+  for (const PassCost* part : {&recompute, &bwd_in}) {
+    for (const auto& op : part->ops) {
+      s->backward.add(op);
+      s->backward_input.add(op);
+    }
+  }
+  for (const auto& op : bwd_w.ops) {
+    s->backward.add(op);
+    s->backward_weight.add(op);
+  }
+}
+
+/// The transformer layers of one virtual stage; returns the largest activations one layer
+/// rematerialises at a time under full recompute.
+double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, StageCost* s,
+                    PassCost* recompute, PassCost* bwd_in, PassCost* bwd_w) {
+  ParallelPlan none = p;
+  none.recompute = Recompute::kNone;
+  double max_layer_act = 0;
+  for (int l = s->first_layer; l < s->first_layer + s->layers; ++l) {
+    const double dense = dense_layer_params_local(m, p, l), experts = expert_params_local(m, p, l);
+    b.fsdp_layer(dense + experts);
+    b.attention_block();
+    if (m.is_moe_layer(l))
+      b.moe_mlp();
+    else
+      b.dense_mlp(m.ffn_hidden);
+    b.flush_layer(&s->forward, bwd_in, bwd_w, recompute, p.recompute);
+    s->dense_params += dense;
+    s->expert_params += experts;
+    s->act_bytes_per_microbatch += layer_activation_bytes(m, p, l);
+    if (p.recompute == Recompute::kFull)
+      max_layer_act = std::max(max_layer_act, layer_activation_bytes(m, none, l));
+  }
+  return max_layer_act;
+}
+
+}  // namespace
+
 std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,
                                     const RankMap& ranks) {
   const int stages = p.pp * p.vpp;
@@ -465,6 +548,7 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
   LayerBuilder b(m, p, hw, ranks);
   const Dims& d = b.dims();
   const double h = static_cast<double>(m.hidden);
+  const double vocab_shard = static_cast<double>(m.vocab) / p.tp;
   for (int vs = 0; vs < stages; ++vs) {
     StageCost& s = out[vs];
     s.virtual_stage = vs;
@@ -473,32 +557,13 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
     s.has_embedding = vs == 0;
     s.has_output = vs == stages - 1;
     PassCost recompute, bwd_in, bwd_w;
-    const bool full = p.recompute == Recompute::kFull;
     if (s.has_embedding) {
       b.embedding();
       b.flush_layer(&s.forward, &bwd_in, &bwd_w, nullptr, Recompute::kNone);
-      s.dense_params += static_cast<double>(m.vocab) * h / p.tp;
+      s.dense_params += vocab_shard * h;
     }
-    double max_layer_act = 0;
-    for (int l = s.first_layer; l < s.first_layer + s.layers; ++l) {
-      const double dense = dense_layer_params_local(m, p, l),
-                   experts = expert_params_local(m, p, l);
-      b.fsdp_layer(dense + experts, /*gather_in_backward=*/p.pp == 1);
-      b.attention_block();
-      if (m.is_moe_layer(l))
-        b.moe_mlp();
-      else
-        b.dense_mlp(m.ffn_hidden);
-      b.flush_layer(&s.forward, &bwd_in, &bwd_w, &recompute, p.recompute);
-      s.dense_params += dense;
-      s.expert_params += experts;
-      s.act_bytes_per_microbatch += layer_activation_bytes(m, p, l);
-      if (full) {
-        ParallelPlan none = p;
-        none.recompute = Recompute::kNone;
-        max_layer_act = std::max(max_layer_act, layer_activation_bytes(m, none, l));
-      }
-    }
+    // Full recompute rematerialises one layer's activations at a time during backward.
+    s.transient_bytes = lower_layers(m, p, b, &s, &recompute, &bwd_in, &bwd_w);
     if (p.attention == AttentionImpl::kUnfused && s.layers > 0) {
       // One layer's scores and probabilities exist at once while it runs.
       const double probs = kBf16 * d.q_heads * d.tokens * static_cast<double>(p.seq_len);
@@ -508,28 +573,13 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
       b.output_layer();
       b.flush_layer(&s.forward, &bwd_in, &bwd_w, nullptr, Recompute::kNone);
       s.dense_params += h;  // final norm
-      if (!m.tied_embeddings || stages > 1)
-        s.dense_params += static_cast<double>(m.vocab) * h / p.tp;
+      // A tied embedding is replicated on the last stage when the pipeline splits them.
+      if (!m.tied_embeddings || stages > 1) s.dense_params += vocab_shard * h;
       // Logits in bf16 and fp32 softmax workspace for one microbatch.
-      s.transient_bytes = std::max(
-          s.transient_bytes, d.tokens * static_cast<double>(m.vocab) / p.tp * (kBf16 + 2 * kFp32));
+      s.transient_bytes = std::max(s.transient_bytes, d.tokens * vocab_shard * (kBf16 + 2 * kFp32));
       s.act_bytes_per_microbatch += d.tokens_sp * h * kBf16;
     }
-    // Full recompute rematerialises one layer's activations at a time during backward.
-    s.transient_bytes = std::max(s.transient_bytes, max_layer_act);
-    // Backward = recompute, then input gradients, then weight gradients (all on one stream).
-    for (const auto& op : recompute.ops) {
-      s.backward.add(op);
-      s.backward_input.add(op);
-    }
-    for (const auto& op : bwd_in.ops) {
-      s.backward.add(op);
-      s.backward_input.add(op);
-    }
-    for (const auto& op : bwd_w.ops) {
-      s.backward.add(op);
-      s.backward_weight.add(op);
-    }
+    assemble_backward(recompute, bwd_in, bwd_w, &s);
     s.p2p_bytes = d.tokens * h * kBf16 / (p.sequence_parallel ? p.tp : 1);
   }
   return out;

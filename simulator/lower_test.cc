@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -10,50 +9,23 @@
 #include "core/model_spec.h"
 #include "core/parallel_plan.h"
 #include "core/rank_map.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
 
-HwProfile synthetic_profile() {
-  HwProfile hw;
-  hw.name = "synthetic";
-  hw.bf16_tflops = 1000;
-  hw.fp8_tflops = 2000;
-  hw.sm_count = 100;
-  hw.gemm_tile_m = 128;
-  hw.gemm_tile_n = 128;
-  hw.gemm_efficiency = 0.8;
-  hw.fp8_gemm_efficiency = 0.8;
-  hw.attention_fwd_efficiency = 0.5;
-  hw.attention_bwd_efficiency = 0.4;
-  hw.kernel_overhead_us = 0;
-  hw.hbm_gib = 80;
-  hw.hbm_bw_gbps = 1000;
-  hw.hbm_efficiency = 1.0;
-  hw.gpus_per_node = 8;
-  hw.scale_up_domain = 8;
-  hw.scale_up_bw_gbps = 100;
-  hw.scale_up_efficiency = 1.0;
-  hw.scale_out_bw_gbps = 10;
-  hw.scale_out_efficiency = 1.0;
-  return hw;
-}
+using testing::expect_rel;
+using testing::round_profile;
 
 /// GPT-style: MHA, GELU MLP of width 4h, tied embeddings (the setting of Korthikanti et al. and
 /// of Narayanan et al. 2021's FLOP formula).
 ModelSpec gpt(int layers = 4) {
-  ModelSpec m;
-  m.name = "gpt-test";
-  m.layers = layers;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.kv_heads = 16;
-  m.head_dim = 64;
-  m.ffn_hidden = 4 * 1024;
-  m.ffn_act = FfnAct::kGelu;
-  m.vocab = 32000;
-  m.tied_embeddings = true;
-  return m;
+  return testing::gpt_model({.name = "gpt-test",
+                             .layers = layers,
+                             .hidden = 1024,
+                             .heads = 16,
+                             .vocab = 32000,
+                             .tied_embeddings = true});
 }
 
 ModelSpec moe() {
@@ -73,10 +45,6 @@ ParallelPlan plan(int tp, bool sp, Recompute rc) {
   p.sequence_parallel = sp;
   p.recompute = rc;
   return p;
-}
-
-void expect_rel(double actual, double expected) {
-  EXPECT_NEAR(actual, expected, 1e-12 * std::abs(expected)) << "expected " << expected;
 }
 
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
@@ -148,7 +116,7 @@ TEST(Lower, ForwardFlopsOfTheStagesAddUpToAThirdOfTheModelFlops) {
   // The lowered passes and step_flops count the same work: over all ranks of one microbatch
   // group, forward FLOPs * microbatches = step_flops(causal, no recompute) / 3.
   const ModelSpec m = gpt();
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   for (int tp : {1, 2}) {
     ParallelPlan p = plan(tp, false, Recompute::kNone);
     p.pp = 2;
@@ -165,7 +133,7 @@ TEST(Lower, StageParametersAddUpToTheModel) {
   m.tied_embeddings = false;
   ParallelPlan p = plan(1, false, Recompute::kNone);
   p.pp = 2;
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const std::vector<StageCost> stages = lower_stages(m, p, hw, RankMap(p, hw.scale_up_domain));
   ASSERT_EQ(stages.size(), 2u);
   double params = 0;
@@ -194,7 +162,7 @@ int comm_ops(const std::vector<StageCost>& stages, CostCategory c) {
 }
 
 std::vector<StageCost> lower(const ModelSpec& m, const ParallelPlan& p) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   return lower_stages(m, p, hw, RankMap(p, hw.scale_up_domain));
 }
 

@@ -34,6 +34,115 @@ double largest_layer_params(const std::vector<StageCost>& stages) {
   return best;
 }
 
+/// Everything the engine needs: lowered stages, p2p and data-parallel sync times, and the
+/// parameter memory and optimizer time of each pipeline rank (into `stages`).
+EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const ParallelPlan& p,
+                               const SimulationOptions& opt, std::vector<StageReport>* stages) {
+  RankMap ranks(p, hw.scale_up_domain);
+  CollectiveCost comm(hw);
+  EngineSetup setup;
+  setup.plan = p;
+  setup.stages = lower_stages(m, p, hw, ranks);
+  setup.full_ranks = opt.full_ranks;
+  setup.overlap_slowdown = comm.overlap_slowdown();
+  setup.record_trace = opt.record_trace;
+  setup.scale_up_domain = hw.scale_up_domain;
+  if (p.pp > 1) {
+    const GroupShape pair = neighbour_pair(ranks.shape(GroupKind::kPp));
+    setup.p2p_time_s = comm.time(CollectiveOp::kSendRecv, setup.stages[0].p2p_bytes, pair).time_s;
+  }
+  const int vstages = p.pp * p.vpp;
+  setup.grad_sync_s.resize(vstages);
+  setup.param_sync_s.resize(vstages);
+  for (int vs = 0; vs < vstages; ++vs)
+    data_parallel_sync(p, setup.stages[vs], comm, ranks, &setup.grad_sync_s[vs],
+                       &setup.param_sync_s[vs]);
+
+  const int expert_dp = ranks.group_size(GroupKind::kExpertDp);
+  const double layer_params = largest_layer_params(setup.stages);
+  stages->resize(p.pp);
+  setup.optimizer_s.resize(p.pp);
+  for (int rank = 0; rank < p.pp; ++rank) {
+    double dense = 0, expert = 0;
+    for (int ch = 0; ch < p.vpp; ++ch) {
+      const StageCost& st = setup.stages[virtual_stage(rank, ch, p.pp)];
+      dense += st.dense_params;
+      expert += st.expert_params;
+    }
+    (*stages)[rank].pipeline_rank = rank;
+    (*stages)[rank].memory = parameter_memory(p, dense, expert, expert_dp, layer_params);
+    const double shard = p.shards_optimizer()
+                             ? dense / (static_cast<double>(p.dp) * p.cp) + expert / expert_dp
+                             : dense + expert;
+    setup.optimizer_s[rank] = optimizer_step_time_s(hw, shard);
+  }
+  return setup;
+}
+
+/// Copies each stage's simulated outcome (its first entity represents it) into the report and
+/// picks the busiest stage (least bubble) to explain the step.
+void collect_stage_outcomes(const EngineSetup& setup, const HwProfile& hw, StepReport* r) {
+  std::vector<bool> seen(r->stages.size(), false);
+  for (size_t e = 0; e < r->engine.ranks.size(); ++e) {
+    const int stage = r->engine.stage_of_rank[e];
+    if (seen[stage]) continue;
+    seen[stage] = true;
+    const RankOutcome& o = r->engine.ranks[e];
+    StageReport& sr = r->stages[stage];
+    std::copy(std::begin(o.busy_by_category), std::end(o.busy_by_category), sr.busy_by_category);
+    sr.memory.activations_bytes = o.peak_activation_bytes;
+    sr.memory.buffers_bytes += 2 * setup.stages[0].p2p_bytes;
+    sr.memory.reserved_bytes = hw.reserved_gib * kGiB;
+  }
+  double least_bubble = 1e300;
+  for (const auto& sr : r->stages) {
+    const double b = sr.busy_by_category[static_cast<int>(CostCategory::kBubble)];
+    if (b < least_bubble) {
+      least_bubble = b;
+      r->critical_stage = sr.pipeline_rank;
+    }
+  }
+  const StageReport& critical = r->stages[r->critical_stage];
+  std::copy(std::begin(critical.busy_by_category), std::end(critical.busy_by_category),
+            r->breakdown_s);
+  r->fits = true;
+  for (const auto& sr : r->stages) {
+    r->peak_memory_gib = std::max(r->peak_memory_gib, sr.memory.total() / kGiB);
+    if (sr.memory.total() > hw.hbm_gib * kGiB) r->fits = false;
+  }
+}
+
+/// Throughput and FLOP rates from the step time.
+void derive_rates(const ModelSpec& m, const Cluster& c, const ParallelPlan& p, StepReport* r) {
+  const double tokens = static_cast<double>(p.global_batch) * p.seq_len;
+  r->tokens_per_s = tokens / r->step_time_s;
+  r->tokens_per_s_per_gpu = r->tokens_per_s / c.num_gpus;
+  const double model_flops = step_flops(m, p, /*causal=*/true, /*with_recompute=*/false);
+  const double hw_flops = step_flops(m, p, true, true);
+  r->model_tflops_per_gpu = model_flops / r->step_time_s / c.num_gpus / kTera;
+  r->hardware_tflops_per_gpu = hw_flops / r->step_time_s / c.num_gpus / kTera;
+  r->mfu = r->model_tflops_per_gpu / c.hw.peak_tflops(p.precision);
+  r->hfu = r->hardware_tflops_per_gpu / c.hw.peak_tflops(p.precision);
+}
+
+std::vector<std::string> layout_notes(const ModelSpec& m, const HwProfile& hw,
+                                      const ParallelPlan& p) {
+  std::vector<std::string> notes;
+  if (m.layers % (p.pp * p.vpp) != 0)
+    notes.push_back("layers=" + std::to_string(m.layers) +
+                    " split unevenly over pp*vpp=" + std::to_string(p.pp * p.vpp) + " stages");
+  if (!m.mla && m.kv_heads < p.tp)
+    notes.push_back("kv_heads=" + std::to_string(m.kv_heads) + " < tp=" + std::to_string(p.tp) +
+                    ": KV heads replicated across TP ranks");
+  if (p.tp > hw.scale_up_domain)
+    notes.push_back("tp=" + std::to_string(p.tp) + " spans more than one scale-up domain of " +
+                    std::to_string(hw.scale_up_domain) + " GPUs");
+  if (!hw.gemm_samples.empty() || !hw.collective_samples.empty())
+    notes.push_back("measured tables of " + hw.name +
+                    " used where shapes match; analytical model elsewhere");
+  return notes;
+}
+
 }  // namespace
 
 Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
@@ -46,109 +155,18 @@ Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const Parallel
   if (errs.empty() && !sched) errs = sched.errors();
   if (!errs.empty()) return errs;
 
-  const HwProfile& hw = c.hw;
-  RankMap ranks(p, hw.scale_up_domain);
-  CollectiveCost comm(hw);
   StepReport r;
   r.model = m.name;
-  r.hardware = hw.name;
+  r.hardware = c.hw.name;
   r.plan = p;
   r.gpus = c.num_gpus;
-  r.hbm_gib = hw.hbm_gib;
-
-  EngineSetup setup;
-  setup.plan = p;
-  setup.stages = lower_stages(m, p, hw, ranks);
-  setup.full_ranks = opt.full_ranks;
-  setup.overlap_slowdown = comm.overlap_slowdown();
-  setup.record_trace = opt.record_trace;
-  setup.scale_up_domain = hw.scale_up_domain;
-  if (p.pp > 1) {
-    const GroupShape pp_shape = ranks.shape(GroupKind::kPp);
-    GroupShape pair{2, pp_shape.crosses_domains() ? 1 : 2, pp_shape.crosses_domains() ? 2 : 1};
-    setup.p2p_time_s = comm.time(CollectiveOp::kSendRecv, setup.stages[0].p2p_bytes, pair).time_s;
-  }
-  const int vstages = p.pp * p.vpp;
-  setup.grad_sync_s.resize(vstages);
-  setup.param_sync_s.resize(vstages);
-  for (int vs = 0; vs < vstages; ++vs)
-    data_parallel_sync(p, setup.stages[vs], comm, ranks, &setup.grad_sync_s[vs],
-                       &setup.param_sync_s[vs]);
-
-  // Static memory and optimizer time per pipeline rank.
-  const int expert_dp = ranks.group_size(GroupKind::kExpertDp);
-  const double layer_params = largest_layer_params(setup.stages);
-  r.stages.resize(p.pp);
-  setup.optimizer_s.resize(p.pp);
-  for (int rank = 0; rank < p.pp; ++rank) {
-    double dense = 0, expert = 0;
-    for (int ch = 0; ch < p.vpp; ++ch) {
-      const StageCost& st = setup.stages[virtual_stage(rank, ch, p.pp)];
-      dense += st.dense_params;
-      expert += st.expert_params;
-    }
-    r.stages[rank].pipeline_rank = rank;
-    r.stages[rank].memory = parameter_memory(p, dense, expert, expert_dp, layer_params);
-    const double shard = p.shards_optimizer()
-                             ? dense / (static_cast<double>(p.dp) * p.cp) + expert / expert_dp
-                             : dense + expert;
-    setup.optimizer_s[rank] = optimizer_step_time_s(hw, shard);
-  }
-
+  r.hbm_gib = c.hw.hbm_gib;
+  const EngineSetup setup = build_engine_setup(m, c.hw, p, opt, &r.stages);
   r.engine = run_engine(setup, *sched);
   r.step_time_s = r.engine.step_time_s;
-
-  // Per-stage outcomes (the first simulated entity of each stage represents it).
-  std::vector<bool> seen(p.pp, false);
-  for (size_t e = 0; e < r.engine.ranks.size(); ++e) {
-    const int stage = r.engine.stage_of_rank[e];
-    if (seen[stage]) continue;
-    seen[stage] = true;
-    const RankOutcome& o = r.engine.ranks[e];
-    StageReport& sr = r.stages[stage];
-    std::copy(std::begin(o.busy_by_category), std::end(o.busy_by_category), sr.busy_by_category);
-    sr.memory.activations_bytes = o.peak_activation_bytes;
-    sr.memory.buffers_bytes += 2 * setup.stages[0].p2p_bytes;
-    sr.memory.reserved_bytes = hw.reserved_gib * kGiB;
-  }
-  // The busiest stage (least bubble) explains the step.
-  double least_bubble = 1e300;
-  for (const auto& sr : r.stages) {
-    const double b = sr.busy_by_category[static_cast<int>(CostCategory::kBubble)];
-    if (b < least_bubble) {
-      least_bubble = b;
-      r.critical_stage = sr.pipeline_rank;
-    }
-  }
-  std::copy(std::begin(r.stages[r.critical_stage].busy_by_category),
-            std::end(r.stages[r.critical_stage].busy_by_category), r.breakdown_s);
-
-  const double tokens = static_cast<double>(p.global_batch) * p.seq_len;
-  r.tokens_per_s = tokens / r.step_time_s;
-  r.tokens_per_s_per_gpu = r.tokens_per_s / c.num_gpus;
-  const double model_flops = step_flops(m, p, /*causal=*/true, /*with_recompute=*/false);
-  const double hw_flops = step_flops(m, p, true, true);
-  r.model_tflops_per_gpu = model_flops / r.step_time_s / c.num_gpus / kTera;
-  r.hardware_tflops_per_gpu = hw_flops / r.step_time_s / c.num_gpus / kTera;
-  r.mfu = r.model_tflops_per_gpu / hw.peak_tflops(p.precision);
-  r.hfu = r.hardware_tflops_per_gpu / hw.peak_tflops(p.precision);
-  r.fits = true;
-  for (const auto& sr : r.stages) {
-    r.peak_memory_gib = std::max(r.peak_memory_gib, sr.memory.total() / kGiB);
-    if (sr.memory.total() > hw.hbm_gib * kGiB) r.fits = false;
-  }
-  if (m.layers % (p.pp * p.vpp) != 0)
-    r.notes.push_back("layers=" + std::to_string(m.layers) +
-                      " split unevenly over pp*vpp=" + std::to_string(p.pp * p.vpp) + " stages");
-  if (!m.mla && m.kv_heads < p.tp)
-    r.notes.push_back("kv_heads=" + std::to_string(m.kv_heads) + " < tp=" + std::to_string(p.tp) +
-                      ": KV heads replicated across TP ranks");
-  if (p.tp > hw.scale_up_domain)
-    r.notes.push_back("tp=" + std::to_string(p.tp) + " spans more than one scale-up domain of " +
-                      std::to_string(hw.scale_up_domain) + " GPUs");
-  if (!hw.gemm_samples.empty() || !hw.collective_samples.empty())
-    r.notes.push_back("measured tables of " + hw.name +
-                      " used where shapes match; analytical model elsewhere");
+  collect_stage_outcomes(setup, c.hw, &r);
+  derive_rates(m, c, p, &r);
+  r.notes = layout_notes(m, c.hw, p);
   return r;
 }
 

@@ -17,16 +17,15 @@
 
 #include "core/json_io.h"
 #include "core/model_zoo.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fixture in tests/data.
-std::string Data(const std::string& name) {
-  return std::string(PARALLAX_SOURCE_DIR "/tests/data/") + name;
-}
+using testing::read_file;
+using testing::test_data;
 
 // A shell word in single quotes: it's -> 'it'\''s'.
 std::string Quote(const std::string& s) {
@@ -103,13 +102,6 @@ class ScratchDir {
  private:
   fs::path path_;
 };
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A small layout that fits and simulates in well under a second: Llama-3.1 8B, tp8 on 8 H100s.
 const char kSmall[] =
@@ -231,7 +223,7 @@ TEST(CliSimulate, Fp8OnAPartWithoutFp8) {
 }
 
 TEST(CliSimulate, MalformedScenarioNamesFileLineAndColumn) {
-  const CliRun r = Parallax("simulate --scenario " + Quote(Data("scenario_malformed.json")));
+  const CliRun r = Parallax("simulate --scenario " + Quote(test_data("scenario_malformed.json")));
   EXPECT_EQ(r.exit_code, 2) << r;
   // Line 4 is `  "parallel": {"tp": 8 "pp": 1},`: a comma is missing after the 8.
   EXPECT_TRUE(Has(r, "scenario_malformed.json:4:")) << r;
@@ -240,7 +232,7 @@ TEST(CliSimulate, MalformedScenarioNamesFileLineAndColumn) {
 
 TEST(CliSimulate, PlanErrorsFromAScenarioNameTheScenarioFile) {
   // tp=3 comes from the file, not from a flag: the message must point at the file.
-  const CliRun r = Parallax("simulate --scenario " + Quote(Data("scenario_tp3.json")));
+  const CliRun r = Parallax("simulate --scenario " + Quote(test_data("scenario_tp3.json")));
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "tp=3 must divide heads=64")) << r;
   EXPECT_TRUE(Has(r, "scenario_tp3.json")) << r;
@@ -248,7 +240,7 @@ TEST(CliSimulate, PlanErrorsFromAScenarioNameTheScenarioFile) {
 }
 
 TEST(CliSimulate, MissingScenarioFile) {
-  const CliRun r = Parallax("simulate --scenario " + Quote(Data("no_such_scenario.json")));
+  const CliRun r = Parallax("simulate --scenario " + Quote(test_data("no_such_scenario.json")));
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "no_such_scenario.json: cannot open file")) << r;
 }
@@ -307,7 +299,7 @@ TEST(CliSimulate, TableOutputByDefault) {
 }
 
 TEST(CliSimulate, ScenarioFileIsReadAndFlagsOverrideIt) {
-  const std::string scenario = Quote(Data("scenario_small.json"));
+  const std::string scenario = Quote(test_data("scenario_small.json"));
   const CliRun r = Parallax("simulate --format json --scenario " + scenario, Streams::kStdoutOnly);
   ASSERT_EQ(r.exit_code, 0) << r;
   Json j = ParseOrFail(r.out, "stdout");
@@ -353,7 +345,7 @@ TEST(CliTrace, WritesAValidChromeTrace) {
   const CliRun r = Parallax(std::string("simulate ") + kSmall + " --trace " + Quote(trace));
   ASSERT_EQ(r.exit_code, 0) << r;
   ASSERT_TRUE(fs::exists(trace)) << r;
-  Json j = ParseOrFail(ReadAll(trace), trace);
+  Json j = ParseOrFail(read_file(trace).value_or(""), trace);
   ASSERT_FALSE(j.is_null());
   ASSERT_TRUE(j.contains("traceEvents")) << "no traceEvents";
   ASSERT_TRUE(j["traceEvents"].is_array());
@@ -378,7 +370,7 @@ TEST(CliTrace, BadInputWritesNoFile) {
   const std::string bad_inputs[] = {
       "--model lama3.1-70b",
       "--model llama3.1-70b --gpus 192 --tp 3",
-      "--scenario " + Quote(Data("scenario_malformed.json")),
+      "--scenario " + Quote(test_data("scenario_malformed.json")),
   };
   for (const auto& args : bad_inputs) {
     const CliRun r = Parallax("simulate " + args + " --trace " + Quote(trace));
@@ -394,7 +386,7 @@ TEST(CliTrace, BadInputLeavesAnExistingFileUntouched) {
   std::ofstream(trace) << "previous trace";
   const CliRun r = Parallax("simulate --model lama3.1-70b --trace " + Quote(trace));
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_EQ(ReadAll(trace), "previous trace");
+  EXPECT_EQ(read_file(trace).value_or(""), "previous trace");
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"step.json"});
 }
 
@@ -489,7 +481,7 @@ TEST(CliProfiles, UnknownProfileIsBadInput) {
 // ---- validate ---------------------------------------------------------------------------------
 
 TEST(CliValidate, PrintsATableAndTheMape) {
-  const CliRun r = Parallax("validate " + Quote(Data("validate_small.jsonl")));
+  const CliRun r = Parallax("validate " + Quote(test_data("validate_small.jsonl")));
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r, "fill rule:")) << r;
   for (const char* id :
@@ -502,7 +494,7 @@ TEST(CliValidate, PrintsATableAndTheMape) {
 }
 
 TEST(CliValidate, JsonHasRecordsAndAConsistentMape) {
-  const CliRun r = Parallax("validate --format json " + Quote(Data("validate_small.jsonl")),
+  const CliRun r = Parallax("validate --format json " + Quote(test_data("validate_small.jsonl")),
                             Streams::kStdoutOnly);
   ASSERT_EQ(r.exit_code, 0) << r;
   Json j = ParseOrFail(r.out, "stdout");
@@ -535,7 +527,7 @@ TEST(CliValidate, JsonHasRecordsAndAConsistentMape) {
 }
 
 TEST(CliValidate, MalformedLinesNameFileAndLineAndAllAreReported) {
-  const CliRun r = Parallax("validate " + Quote(Data("validate_malformed.jsonl")));
+  const CliRun r = Parallax("validate " + Quote(test_data("validate_malformed.jsonl")));
   EXPECT_EQ(r.exit_code, 2) << r;
   // Line 2 is cut off; line 4 has no model.layers.
   EXPECT_TRUE(Has(r, "validate_malformed.jsonl:2:")) << r;
@@ -548,7 +540,7 @@ TEST(CliValidate, MalformedLinesNameFileAndLineAndAllAreReported) {
 TEST(CliValidate, MalformedLineIsFileLineColumn) {
   // One record per line, so a syntax error is file:LINE:COLUMN, not file:LINE:1:COLUMN. Line 2
   // has 72 characters and ends inside an object: the parser stops at column 73.
-  const CliRun r = Parallax("validate " + Quote(Data("validate_malformed.jsonl")));
+  const CliRun r = Parallax("validate " + Quote(test_data("validate_malformed.jsonl")));
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "validate_malformed.jsonl:2:73: malformed JSON")) << r;
 }
@@ -561,7 +553,7 @@ TEST(CliValidate, MissingFile) {
 }
 
 TEST(CliValidate, PublicRecordsAllPredict) {
-  const std::string path = PARALLAX_SHARED_DIR "/validation/public-training.jsonl";
+  const std::string path = testing::kPublicTrainingRuns;
   std::ifstream in(path);
   ASSERT_TRUE(in) << path;
   int records = 0;

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "core/model_zoo.h"
 #include "simulator/report.h"
 #include "simulator/simulate.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
@@ -163,10 +165,7 @@ TEST(GoldenFiles, CoverTheMainLayouts) {
   ASSERT_GE(files.size(), 5u) << "tests/golden holds " << files.size() << " scenarios";
   bool tp_sp = false, interleaved = false, fsdp = false, ep = false, cp = false, fp8 = false;
   for (const auto& f : files) {
-    std::ifstream in(f);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto j = parse_json(ss.str(), f);
+    auto j = parse_json(testing::read_file(f).value_or(""), f);
     ASSERT_TRUE(j.ok()) << j.error_text();
     auto s = scenario_from_json(j->at("scenario"), f + ":/scenario", ParallelPlan{});
     ASSERT_TRUE(s.ok()) << s.error_text();
@@ -191,12 +190,9 @@ class GoldenScenario : public ::testing::TestWithParam<std::string> {};
 TEST_P(GoldenScenario, MatchesTheSimulation) {
   const std::string path = GetParam();
   const std::string name = fs::path(path).filename().string();
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in) << "cannot open " << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  in.close();
-  auto file = parse_json(ss.str(), name);
+  const std::optional<std::string> content = testing::read_file(path);
+  ASSERT_TRUE(content.has_value()) << "cannot open " << path;
+  auto file = parse_json(*content, name);
   ASSERT_TRUE(file.ok()) << file.error_text();
   Json golden = file.value();
   ASSERT_TRUE(golden.is_object() && golden.contains("scenario")) << name << ": no \"scenario\"";

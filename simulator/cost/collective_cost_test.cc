@@ -8,30 +8,15 @@
 #include "core/hw_profile.h"
 #include "core/rank_map.h"
 #include "core/units.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
 
-/// Round numbers: NVLink 100 GB/s, NIC 10 GB/s per GPU, both at full efficiency, no latency.
-HwProfile synthetic_profile() {
-  HwProfile hw;
-  hw.name = "synthetic";
-  hw.bf16_tflops = 1000;
-  hw.sm_count = 100;
-  hw.gemm_efficiency = 0.8;
-  hw.hbm_bw_gbps = 1000;
-  hw.hbm_efficiency = 1.0;
-  hw.gpus_per_node = 8;
-  hw.scale_up_domain = 8;
-  hw.scale_up_bw_gbps = 100;
-  hw.scale_up_efficiency = 1.0;
-  hw.scale_up_latency_us = 0;
-  hw.scale_out_bw_gbps = 10;
-  hw.scale_out_efficiency = 1.0;
-  hw.scale_out_latency_us = 0;
-  return hw;
-}
+using testing::expect_rel;
+using testing::round_profile;
 
+// round_profile(): NVLink 100 GB/s, NIC 10 GB/s per GPU, both at full efficiency, no latency.
 constexpr double kUpBps = 100 * kGB;  // B: scale-up bandwidth, bytes/s
 constexpr double kNicBps = 10 * kGB;  // N: scale-out bandwidth per GPU, bytes/s
 constexpr double kS = 1e9;            // S: message bytes (nccl-tests convention)
@@ -41,12 +26,8 @@ GroupShape across(int per_domain, int domains) {
   return GroupShape{per_domain * domains, per_domain, domains};
 }
 
-void expect_rel(double actual, double expected) {
-  EXPECT_NEAR(actual, expected, 1e-12 * std::abs(expected)) << "expected " << expected;
-}
-
 TEST(CollectiveCost, RingAllReduceInsideADomain) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const CollectiveCost cost(hw);
   // t = 2 (n-1)/n * S / B; n = 8: 2 * 7/8 * 1e9 / 100e9 = 17.5 ms.
   for (int n : {2, 4, 8}) {
@@ -58,7 +39,7 @@ TEST(CollectiveCost, RingAllReduceInsideADomain) {
 }
 
 TEST(CollectiveCost, AllReduceLatencyIsTheRingsCappedByATree) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   const double a = 5 * kUs;
   hw.scale_up_latency_us = 5;
   const CollectiveCost cost(hw);
@@ -78,7 +59,7 @@ TEST(CollectiveCost, AllReduceLatencyIsTheRingsCappedByATree) {
 }
 
 TEST(CollectiveCost, AllGatherAndReduceScatterInsideADomain) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const CollectiveCost cost(hw);
   // t = (n-1)/n * S / B; n = 8: 7/8 * 10 ms = 8.75 ms.
   for (CollectiveOp op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
@@ -93,7 +74,7 @@ TEST(CollectiveCost, AllGatherAndReduceScatterInsideADomain) {
 }
 
 TEST(CollectiveCost, SingleRankGroupOrEmptyMessageCostsNothing) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   hw.scale_up_latency_us = 5;
   hw.scale_out_latency_us = 10;
   const CollectiveCost cost(hw);
@@ -107,7 +88,7 @@ TEST(CollectiveCost, SingleRankGroupOrEmptyMessageCostsNothing) {
 }
 
 TEST(CollectiveCost, HierarchicalAllReduceAcrossDomains) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const CollectiveCost cost(hw);
   // k = 8 per domain, D = 2 domains. Reduce-scatter inside the domain, all-reduce of S/k across
   // domains over the NICs, all-gather inside:
@@ -126,7 +107,7 @@ TEST(CollectiveCost, HierarchicalAllReduceAcrossDomains) {
 }
 
 TEST(CollectiveCost, HierarchicalLatencyUsesEachFabricsOwn) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   hw.scale_up_latency_us = 2;
   hw.scale_out_latency_us = 10;
   const CollectiveCost cost(hw);
@@ -140,7 +121,7 @@ TEST(CollectiveCost, HierarchicalLatencyUsesEachFabricsOwn) {
 }
 
 TEST(CollectiveCost, HierarchicalAllGatherAndReduceScatter) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const CollectiveCost cost(hw);
   // across D domains on each rail's share S/k, then inside on the full buffer:
   //   t = (D-1)/D (S/k)/N + (k-1)/k S/B.
@@ -155,7 +136,7 @@ TEST(CollectiveCost, HierarchicalAllGatherAndReduceScatter) {
 }
 
 TEST(CollectiveCost, AllToAllAcrossDomainsIsBoundByTheNicShare) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const CollectiveCost cost(hw);
   // n = 16 ranks, k = 8 per domain: (n-k)/n of the send buffer leaves through the NIC,
   // (k-1)/n stays on NVLink; t = max((n-k)/n S / N, (k-1)/n S / B) = 0.5 * 1e9 / 10e9 = 50 ms.
@@ -171,7 +152,7 @@ TEST(CollectiveCost, AllToAllAcrossDomainsIsBoundByTheNicShare) {
 }
 
 TEST(CollectiveCost, MeasuredSamplesInterpolateInLogBytes) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   const double mib = 1024.0 * 1024.0;
   // All-reduce on 8 ranks inside a domain: 40 GB/s bus bandwidth at 1 MiB, 80 GB/s at 4 MiB.
   hw.collective_samples.push_back({CollectiveOp::kAllReduce, LinkClass::kScaleUp, 8, 1 * mib, 40});

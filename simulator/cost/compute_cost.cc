@@ -62,12 +62,22 @@ KernelTime ComputeCost::gemm(const GemmShape& s, Precision p) const {
   const double compute_s = t.flops / (hw_.peak_tflops(eff_p) * kTera * eff);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
   t.time_s = std::max(compute_s, memory_s) + hw_.kernel_overhead_us * kUs;
-  if (fp8) {
-    const KernelTime cast = memory_bound(5.0 * s.batch * (s.m * s.k + s.k * s.n));
-    t.time_s += cast.time_s;
-    t.bytes += cast.bytes;
-  }
   return t;
+}
+
+KernelTime ComputeCost::fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t weight_reuse) const {
+  const double a = static_cast<double>(fwd.batch) * fwd.m * fwd.k;  // activation elements
+  const double w = static_cast<double>(fwd.batch) * fwd.k * fwd.n;  // weight elements
+  const double c = static_cast<double>(fwd.batch) * fwd.m * fwd.n;  // output (gradient) elements
+  switch (pass) {
+    case GemmPass::kForward:
+      return memory_bound(5.0 * a + 5.0 * w / std::max<int64_t>(1, weight_reuse));
+    case GemmPass::kDataGradient:
+      return memory_bound(5.0 * c);
+    case GemmPass::kWeightGradient:
+      return memory_bound(2.0 * (a + c));
+  }
+  return {};
 }
 
 KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk,

@@ -15,6 +15,9 @@ struct GemmShape {
   double flops() const { return 2.0 * m * n * k * batch; }
 };
 
+/// The three GEMMs of a linear layer in training.
+enum class GemmPass { kForward, kDataGradient, kWeightGradient };
+
 /// Where a cost came from, for reports ("measured table" or "analytical").
 enum class CostSource { kAnalytical, kMeasured };
 
@@ -36,9 +39,18 @@ class ComputeCost {
   ///   share of a tile's time in its K mainloop (k0: pipeline fill and epilogue, from the
   ///   profile), which penalises the short-K GEMMs of small models. The better of the two tile
   ///   orientations is taken, as library heuristics do (NVIDIA, "Matrix Multiplication
-  ///   Background User's Guide", 2023). fp8 GEMMs add the memory-bound casts of their bf16
-  ///   inputs (read bf16, write fp8, plus an amax pass: 5 bytes per element of A and B).
+  ///   Background User's Guide", 2023). In fp8 only the math runs at the fp8 rate; the casts
+  ///   are priced by fp8_casts.
   KernelTime gemm(const GemmShape& s, Precision p) const;
+
+  /// Memory-bound casts an fp8 linear layer adds to each of its GEMMs (dynamic tensor-wise
+  /// scaling: an amax read of the bf16 tensor, then read bf16 and write fp8, 5 bytes/element):
+  ///   forward  5 (m k) for the activation + 5 (k n) / weight_reuse for the weight, which is
+  ///            cast once and reused by `weight_reuse` microbatches;
+  ///   dgrad    5 (m n) for the output gradient, cast once for both backward GEMMs;
+  ///   wgrad    2 (m k + m n): transposed fp8 copies of the activation and the gradient
+  ///            (Hopper's fp8 MMA takes K-major operands only).
+  KernelTime fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t weight_reuse) const;
 
   /// Fused (flash) attention; never materialises the s x s matrix.
   ///   fwd flops = 2 b h_q s_q s_kv (d_qk + d_v) * f_causal, f_causal = 1/2 when masked;

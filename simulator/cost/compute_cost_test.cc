@@ -6,30 +6,15 @@
 
 #include "core/hw_profile.h"
 #include "core/units.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
 
-/// A part with round numbers so that every expected time can be derived by hand.
-HwProfile synthetic_profile() {
-  HwProfile hw;
-  hw.name = "synthetic";
-  hw.bf16_tflops = 1000;
-  hw.fp8_tflops = 2000;
-  hw.sm_count = 100;
-  hw.gemm_tile_m = 128;
-  hw.gemm_tile_n = 128;
-  hw.gemm_efficiency = 0.8;
-  hw.fp8_gemm_efficiency = 0.8;
-  hw.attention_fwd_efficiency = 0.5;
-  hw.attention_bwd_efficiency = 0.4;
-  hw.kernel_overhead_us = 0;
-  hw.hbm_gib = 80;
-  hw.hbm_bw_gbps = 1000;
-  hw.hbm_efficiency = 1.0;
-  return hw;
-}
+using testing::round_profile;
 
+// round_profile(): 1000 TFLOP/s bf16 (2000 fp8) at 0.8 on 100 SMs with 128 x 128 tiles,
+// attention at 0.5 forward and 0.4 backward, HBM at 1000 GB/s and full efficiency.
 constexpr double kRel = 1e-12;  // relative tolerance: the oracles are the same closed forms
 
 double bf16_compute_s(double flops, double utilisation) {
@@ -37,7 +22,7 @@ double bf16_compute_s(double flops, double utilisation) {
 }
 
 TEST(ComputeCost, GemmFillingWholeWavesRunsAtLibraryEfficiency) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const ComputeCost cost(hw);
   // m = n = 2560: 20 x 20 = 400 tiles of 128 x 128 = exactly 4 waves on 100 SMs, u = 1.
   //   t = 2mnk / (peak * eff) = 2 * 2560^2 * 8192 / (1000e12 * 0.8) = 134.2 us;
@@ -52,7 +37,7 @@ TEST(ComputeCost, GemmFillingWholeWavesRunsAtLibraryEfficiency) {
 }
 
 TEST(ComputeCost, OneTileMoreThanAWaveCostsTwoWaves) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   // A 128-wide GEMM has arithmetic intensity < 128 FLOP/byte; raise HBM to 10 TB/s so that
   // both shapes stay compute-bound and the wave effect is what is measured.
   hw.hbm_bw_gbps = 10000;
@@ -68,7 +53,7 @@ TEST(ComputeCost, OneTileMoreThanAWaveCostsTwoWaves) {
 }
 
 TEST(ComputeCost, TileQuantizationPadsPartialTiles) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const ComputeCost cost(hw);
   // m = 2500 needs ceil(2500/128) = 20 tiles (2560 rows), n = 2560: 400 tiles = 4 full waves.
   //   u_tile = 2500 * 2560 / (2560 * 2560);  t = 2mnk / (peak * eff * u_tile)
@@ -83,7 +68,7 @@ TEST(ComputeCost, TileQuantizationPadsPartialTiles) {
 }
 
 TEST(ComputeCost, ShortKPaysTheTileOverheadOfTheProfile) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   hw.gemm_k_overhead = 256;
   const ComputeCost cost(hw);
   // u_k = k / (k + k0): k = 8192, k0 = 256 -> t = 2mnk / (peak * eff * u_k), 1/32 slower than
@@ -95,7 +80,7 @@ TEST(ComputeCost, ShortKPaysTheTileOverheadOfTheProfile) {
 }
 
 TEST(ComputeCost, SkinnyGemmIsMemoryBound) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const ComputeCost cost(hw);
   // A matrix-vector product 8192 x 8192 x 1: bytes = 2(mk + kn) + 2mn, t = bytes / (bw * eff);
   // compute would be 2mk / (peak * eff * u) with u = (1/128) * 0.64, about 33 us < 134 us.
@@ -107,25 +92,44 @@ TEST(ComputeCost, SkinnyGemmIsMemoryBound) {
 }
 
 TEST(ComputeCost, Fp8GemmIsFasterButLessThanTwiceOnceCastsAreAdded) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const ComputeCost cost(hw);
   // m = n = 12800 (100 x 100 tiles = 100 full waves), k = 4096; both precisions compute-bound.
   //   bf16: t = 2mnk / (1000e12 * 0.8)
-  //   fp8:  t = 2mnk / (2000e12 * 0.8) + 5 (mk + kn) / bw   (cast bf16 -> fp8 and amax pass)
-  const int64_t m = 12800, n = 12800, k = 4096;
+  //   fp8 math: t = 2mnk / (2000e12 * 0.8); the forward casts (amax pass, read bf16, write
+  //   fp8: 5 bytes/element) of the activation and, reused by r microbatches, the weight:
+  //   5 (mk + kn / r) / bw.
+  const int64_t m = 12800, n = 12800, k = 4096, reuse = 4;
   const double flops = 2.0 * m * n * k;
   const double bf16_s = flops / (1000 * kTera * 0.8);
-  const double fp8_s = flops / (2000 * kTera * 0.8) + 5.0 * (m * k + k * n) / (1000 * kGB);
-  const KernelTime bf16 = cost.gemm({m, n, k}, Precision::kBf16);
-  const KernelTime fp8 = cost.gemm({m, n, k}, Precision::kFp8);
+  const double fp8_math_s = flops / (2000 * kTera * 0.8);
+  const double cast_s = 5.0 * (m * k + static_cast<double>(k * n) / reuse) / (1000 * kGB);
+  const GemmShape s{m, n, k};
+  const KernelTime bf16 = cost.gemm(s, Precision::kBf16);
+  const KernelTime fp8 = cost.gemm(s, Precision::kFp8);
+  const KernelTime casts = cost.fp8_casts(s, GemmPass::kForward, reuse);
   EXPECT_NEAR(bf16.time_s, bf16_s, kRel * bf16_s);
-  EXPECT_NEAR(fp8.time_s, fp8_s, kRel * fp8_s);
-  EXPECT_LT(fp8.time_s, bf16.time_s);
-  EXPECT_GT(fp8.time_s, bf16.time_s / 2);
+  EXPECT_NEAR(fp8.time_s, fp8_math_s, kRel * fp8_math_s);
+  EXPECT_NEAR(casts.time_s, cast_s, kRel * cast_s);
+  EXPECT_LT(fp8.time_s + casts.time_s, bf16.time_s);
+  EXPECT_GT(fp8.time_s + casts.time_s, bf16.time_s / 2);
+}
+
+TEST(ComputeCost, Fp8BackwardCastsTheGradientOnceAndTransposesForWgrad) {
+  const HwProfile hw = round_profile();
+  const ComputeCost cost(hw);
+  // dgrad: 5 mn (the output gradient, cast once for both GEMMs); wgrad: 2 (mk + mn) for the
+  // transposed fp8 copies.
+  const int64_t m = 4096, n = 2048, k = 1024;
+  const GemmShape s{m, n, k};
+  const double bw = 1000 * kGB;
+  EXPECT_NEAR(cost.fp8_casts(s, GemmPass::kDataGradient, 1).time_s, 5.0 * m * n / bw, 1e-15);
+  EXPECT_NEAR(cost.fp8_casts(s, GemmPass::kWeightGradient, 1).time_s,
+              2.0 * (static_cast<double>(m) * k + static_cast<double>(m) * n) / bw, 1e-15);
 }
 
 TEST(ComputeCost, Fp8FallsBackToBf16WithoutFp8Units) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   hw.fp8_tflops = 0;
   const ComputeCost cost(hw);
   const GemmShape s{2560, 2560, 8192};
@@ -133,7 +137,7 @@ TEST(ComputeCost, Fp8FallsBackToBf16WithoutFp8Units) {
 }
 
 TEST(ComputeCost, AttentionFlopsCausalHalfAndBackwardTwoAndAHalf) {
-  const HwProfile hw = synthetic_profile();
+  const HwProfile hw = round_profile();
   const ComputeCost cost(hw);
   // fwd = 2 * bh * s_q * s_kv * (d_qk + d_v), halved when causal; bwd = 2.5 x fwd.
   const int64_t bh = 32, s = 4096, d = 128;
@@ -153,7 +157,7 @@ TEST(ComputeCost, AttentionFlopsCausalHalfAndBackwardTwoAndAHalf) {
 }
 
 TEST(ComputeCost, MemoryBoundKernelIsBytesOverEffectiveBandwidth) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   hw.hbm_efficiency = 0.5;
   // t = bytes / (bw * eff) = 1e9 / (1000e9 * 0.5) = 2 ms.
   EXPECT_NEAR(ComputeCost(hw).memory_bound(1e9).time_s, 1e9 / (1000 * kGB * 0.5), 1e-15);
@@ -163,7 +167,7 @@ TEST(ComputeCost, MemoryBoundKernelIsBytesOverEffectiveBandwidth) {
 }
 
 TEST(ComputeCost, MeasuredGemmSampleOverridesNearbyShapesOnly) {
-  HwProfile hw = synthetic_profile();
+  HwProfile hw = round_profile();
   const HwProfile analytical_hw = hw;
   // Measured: 4096^3 ran at 500 TFLOP/s, an efficiency of 0.5 instead of the analytical
   // 0.8 * u (u = 1024 / 1100 for 1024 tiles on 100 SMs).

@@ -5,6 +5,7 @@
 #include "core/hw_profile.h"
 #include "core/parallel_plan.h"
 #include "core/units.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
@@ -103,8 +104,7 @@ TEST(MemoryCost, TotalSumsEveryField) {
 }
 
 TEST(MemoryCost, OptimizerStepStreamsThirtyFourBytesPerParameter) {
-  HwProfile hw;
-  hw.hbm_bw_gbps = 1000;
+  HwProfile hw = testing::round_profile();  // HBM at 1000 GB/s
   hw.hbm_efficiency = 0.5;
   // t = 34 P / (bw * eff) = 34e9 / (1000e9 * 0.5) = 68 ms.
   EXPECT_NEAR(optimizer_step_time_s(hw, kP), 34 * kP / (1000 * kGB * 0.5), 1e-15);

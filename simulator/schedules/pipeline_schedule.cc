@@ -11,7 +11,10 @@ using Schedule = std::vector<std::vector<PipelineOp>>;
 
 std::string multiples_of(int step, int count) {
   std::string s = "{";
-  for (int i = 1; i <= count; ++i) s += (i > 1 ? "," : "") + std::to_string(step * i);
+  for (int i = 1; i <= count; ++i) {
+    if (i > 1) s += ',';
+    s += std::to_string(step * i);
+  }
   return s + ",...}";
 }
 
