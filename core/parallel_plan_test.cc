@@ -49,6 +49,15 @@ class ParallelPlanTest : public ::testing::Test {
   Cluster h100x64_ = MakeCluster("h100-sxm-80gb", 64);
 };
 
+TEST_F(ParallelPlanTest, MoeWithTensorParallelismNeedsSequenceParallelism) {
+  const ModelSpec mixtral = Zoo("mixtral-8x7b");
+  ParallelPlan p = Tp8Dp8();
+  p.ep = 8;
+  EXPECT_TRUE(validate_plan(mixtral, h100x64_, p).empty());
+  p.sequence_parallel = false;
+  EXPECT_TRUE(mentions(validate_plan(mixtral, h100x64_, p), "need sequence parallelism"));
+}
+
 TEST_F(ParallelPlanTest, BaselineIsValid) {
   const Diagnostics d = validate_plan(llama70b_, h100x64_, Tp8Dp8());
   EXPECT_TRUE(d.empty()) << text(d);

@@ -140,5 +140,30 @@ TEST(RankMap, GroupShapeOnScaleUpDomains) {
   EXPECT_EQ(pp2.domains, 2);
 }
 
+// A ring or pipeline hop crosses domains whenever its group does: the slowest hop sets the pace.
+TEST(RankMap, NeighbourPairCrossesWhenTheGroupDoes) {
+  ParallelPlan p;
+  p.tp = 4;
+  p.cp = 4;
+  const RankMap map(p, 8);
+  const GroupShape cp = map.shape(GroupKind::kCp);  // ranks 0, 4, 8, 12: two per domain
+  EXPECT_EQ(cp.domains, 2);
+  EXPECT_EQ(cp.per_domain, 2);
+  const GroupShape hop = neighbour_pair(cp);
+  EXPECT_EQ(hop.size, 2);
+  EXPECT_TRUE(hop.crosses_domains());
+  EXPECT_FALSE(neighbour_pair(map.shape(GroupKind::kTp)).crosses_domains());
+}
+
+// Domains need not hold equal shares of a group: per_domain is the most crowded one.
+TEST(RankMap, PerDomainIsTheMostCrowdedDomain) {
+  ParallelPlan p;
+  p.dp = 12;
+  const RankMap map(p, 8);  // ranks 0..11: 8 in domain 0, 4 in domain 1
+  const GroupShape g = map.shape(GroupKind::kDp);
+  EXPECT_EQ(g.domains, 2);
+  EXPECT_EQ(g.per_domain, 8);
+}
+
 }  // namespace
 }  // namespace parallax

@@ -200,5 +200,67 @@ TEST(Lower, ContextParallelRingOnlyWithCp) {
   EXPECT_EQ(comm_ops(cp2, CostCategory::kEpComm), 0);
 }
 
+const OpCost* find_op(const PassCost& pass, const std::string& name) {
+  for (const auto& op : pass.ops)
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+// Megatron launches the input gradient's reduce-scatter asynchronously beside the weight-gradient
+// GEMM of the same column-parallel layer: exposed = max(0, c - w) + k min(c, w), with k the SM
+// share of the communication (0 in the round profile). Under ZB-H1 the weight gradient is
+// deferred, so the collective is exposed in full.
+TEST(Lower, TpBackwardReduceScatterHidesBehindTheWeightGradient) {
+  const ModelSpec m = gpt(1);
+  ParallelPlan p = plan(2, true, Recompute::kNone);
+  const auto st = lower(m, p);
+  const OpCost* rs = find_op(st[0].backward, "tp_gather.attn.bwd_rs");
+  const OpCost* wgrad = find_op(st[0].backward, "qkv_proj.wgrad");
+  ASSERT_NE(rs, nullptr);
+  ASSERT_NE(wgrad, nullptr);
+  EXPECT_DOUBLE_EQ(rs->time_s, std::max(0.0, rs->busy_s - wgrad->time_s));
+  p.schedule = ScheduleKind::kZeroBubbleH1;
+  const OpCost* zb = find_op(lower(m, p)[0].backward, "tp_gather.attn.bwd_rs");
+  ASSERT_NE(zb, nullptr);
+  EXPECT_DOUBLE_EQ(zb->time_s, zb->busy_s);
+}
+
+// With pipelining, FSDP keeps the stage gathered across microbatches: no per-layer gathers in
+// the passes (the per-step sync is in simulate); without pipelining every layer gathers.
+TEST(Lower, FsdpGathersPerLayerOnlyWithoutPipelining) {
+  const ModelSpec m = gpt(4);
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.fsdp = true;
+  p.dp = 2;
+  // Per layer: the forward gather, and the backward gather + reduce-scatter, which comm_ops
+  // sees in both the full backward and the zero-bubble W pass.
+  EXPECT_EQ(comm_ops(lower(m, p), CostCategory::kDpComm), 3 * m.layers);
+  p.pp = 2;
+  EXPECT_EQ(comm_ops(lower(m, p), CostCategory::kDpComm), 0);
+}
+
+// MLA: the down projections (and their norms) are replicated on every TP rank; the head-split
+// up projections and the output projection are divided by tp.
+TEST(Lower, MlaDownProjectionsAreReplicatedAcrossTp) {
+  ModelSpec m = gpt(1);
+  m.tied_embeddings = false;
+  m.mla = MlaSpec{.q_lora_rank = 256,
+                  .kv_lora_rank = 128,
+                  .qk_nope_head_dim = 64,
+                  .qk_rope_head_dim = 32,
+                  .v_head_dim = 64};
+  const double h = 1024, heads = 16;
+  const double replicated = h * 256 + 256 + h * (128 + 32) + 128;
+  const double split = 256 * heads * 96 + 128 * heads * (64 + 64) + heads * 64 * h;
+  for (int tp : {1, 2, 4}) {
+    const double attn = replicated + split / tp;
+    const double mlp = 2 * h * 4 * h / tp, norms = 2 * h;
+    const double embed_and_out = 2 * 32000 * h / tp + h;  // embedding, output, final norm
+    double total = 0;
+    for (const auto& st : lower(m, plan(tp, true, Recompute::kNone))) total += st.dense_params;
+    expect_rel(total, attn + mlp + norms + embed_and_out);
+  }
+}
+
 }  // namespace
 }  // namespace parallax
