@@ -4,6 +4,8 @@
 
 #include "simulator/cost/collective_cost.h"
 #include "simulator/engine.h"
+#include "simulator/simulate.h"
+#include "tests/test_support.h"
 
 namespace parallax {
 namespace {
@@ -66,6 +68,29 @@ TEST(OverlapSlowdown, IsTheShareOfSmsTheCollectiveOccupies) {
   EXPECT_DOUBLE_EQ(CollectiveCost(hw).overlap_slowdown(), 16.0 / 128.0);
   hw.comm_sms = 0;
   EXPECT_DOUBLE_EQ(CollectiveCost(hw).overlap_slowdown(), 0.0);
+}
+
+// Tied embeddings split across the pipeline: the first and last stages all-reduce the fp32
+// embedding gradient between them, which lengthens the step; untied, they do not.
+TEST(TiedEmbeddings, FirstAndLastStagesAllReduceTheEmbeddingGradient) {
+  ModelSpec m = testing::gpt_model({.name = "tied",
+                                    .layers = 4,
+                                    .hidden = 1024,
+                                    .heads = 16,
+                                    .vocab = 32000,
+                                    .tied_embeddings = true});
+  ParallelPlan p;
+  p.pp = 2;
+  p.global_batch = 4;
+  p.seq_len = 1024;
+  const Cluster c{testing::round_profile(), 2};
+  const double tied = simulate(m, c, p)->step_time_s;
+  // Two ranks over NVLink: all-reduce of 4 V h bytes, t = 2 (1/2) S / B (latency 0).
+  const double ar = 4.0 * 32000 * 1024 / (c.hw.scale_up_bw_gbps * c.hw.scale_up_efficiency * 1e9);
+  m.tied_embeddings = false;
+  const double untied = simulate(m, c, p)->step_time_s;
+  EXPECT_GT(tied, untied);
+  EXPECT_LE(tied - untied, ar + 1e-12);
 }
 
 }  // namespace

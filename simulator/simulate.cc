@@ -57,6 +57,15 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
   for (int vs = 0; vs < vstages; ++vs)
     data_parallel_sync(p, setup.stages[vs], comm, ranks, &setup.grad_sync_s[vs],
                        &setup.param_sync_s[vs]);
+  if (m.tied_embeddings && vstages > 1) {
+    // The first and last stages each hold the tied embedding and all-reduce its fp32 gradient
+    // between them after backward (Megatron's embedding group).
+    const double params = static_cast<double>(m.vocab) * m.hidden / p.tp;
+    const GroupShape pair = neighbour_pair(ranks.shape(GroupKind::kPp));
+    const double t = comm.time(CollectiveOp::kAllReduce, params * 4.0, pair).time_s;
+    setup.grad_sync_s.front() += t;
+    setup.grad_sync_s.back() += t;
+  }
 
   const int expert_dp = ranks.group_size(GroupKind::kExpertDp);
   const double layer_params = largest_layer_params(setup.stages);
