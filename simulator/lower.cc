@@ -63,6 +63,7 @@ class LayerBuilder {
         tp_shape_(ranks.shape(GroupKind::kTp)),
         cp_shape_(ranks.shape(GroupKind::kCp)),
         ep_shape_(ranks.shape(GroupKind::kEp)),
+        etp_shape_(ranks.shape(GroupKind::kEtp)),
         fsdp_shape_(ranks.shape(GroupKind::kDpCp)) {
     microbatches_ = std::max<int64_t>(1, p.num_microbatches());
     d_.tp = p.tp;
@@ -230,6 +231,15 @@ class LayerBuilder {
     push_comm(&bwd_in_, std::string(name) + ".bwd", CostCategory::kEpComm, t, t);
   }
 
+  /// A collective over the expert-tensor-parallel group in forward and its mirror in backward.
+  void etp_collective(const char* name, CollectiveOp fwd, CollectiveOp bwd, double bytes) {
+    if (p_.etp == 1) return;
+    const double f = comm_.time(fwd, bytes, etp_shape_).time_s;
+    const double b = comm_.time(bwd, bytes, etp_shape_).time_s;
+    push_comm(&fwd_, name, CostCategory::kEpComm, f, f);
+    push_comm(&bwd_in_, std::string(name) + ".bwd", CostCategory::kEpComm, b, b);
+  }
+
   // --- blocks -----------------------------------------------------------------------------------
   void attention_block() {
     const Dims& d = d_;
@@ -287,6 +297,10 @@ class LayerBuilder {
     memory("router_topk", t * e.experts * 3 * kFp32);
     memory("permute", 2 * t * e.top_k * d.h * kBf16);
     all_to_all("ep_dispatch", t * e.top_k * d.h * kBf16);
+    // Expert tensor parallelism: the etp ranks sharing an expert exchange their dispatched tokens
+    // (all-gather before the expert GEMMs, reduce-scatter of the partial outputs after).
+    const double etp_bytes = t * e.top_k * d.h * kBf16 * p_.etp;
+    etp_collective("etp_gather", CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, etp_bytes);
     const double local_experts = static_cast<double>(e.experts) / p_.ep;
     const double rows = t * e.top_k * p_.etp / local_experts;  // tokens per local expert
     const double w = static_cast<double>(e.expert_ffn_hidden) / p_.etp;
@@ -294,6 +308,7 @@ class LayerBuilder {
     memory(glu ? "experts_swiglu" : "experts_gelu",
            rows * local_experts * w * (glu ? 3 : 2) * kBf16);
     gemm("experts_down", rows, w, d.h, local_experts);
+    etp_collective("etp_reduce", CollectiveOp::kReduceScatter, CollectiveOp::kAllGather, etp_bytes);
     all_to_all("ep_combine", t * e.top_k * d.h * kBf16);
     memory("unpermute", 2 * t * e.top_k * d.h * kBf16);
     if (e.shared_experts > 0) {
@@ -410,7 +425,7 @@ class LayerBuilder {
   const ParallelPlan& p_;
   ComputeCost compute_;
   CollectiveCost comm_;
-  GroupShape tp_shape_, cp_shape_, ep_shape_, fsdp_shape_;
+  GroupShape tp_shape_, cp_shape_, ep_shape_, etp_shape_, fsdp_shape_;
   Dims d_;
   std::vector<OpCost> fwd_, bwd_in_, bwd_w_;
   std::vector<OpCost> core_fwd_;  ///< the attention core, recomputed by selective recompute
@@ -514,8 +529,21 @@ void assemble_backward(const PassCost& recompute, const PassCost& bwd_in, const 
   }
 }
 
-/// The transformer layers of one virtual stage; returns the largest activations one layer
-/// rematerialises at a time under full recompute.
+/// Working memory of one layer's backward beyond its stored activations: the gradients of the
+/// MLP intermediates (gate and up, or up, and the activation), alive while that MLP runs backward.
+double backward_workspace_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
+  const double t = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
+  const double mats = m.ffn_act == FfnAct::kSwiglu ? 3 : 2;
+  if (m.is_moe_layer(layer)) {
+    const double rows = t / p.tp * m.moe->top_k * p.etp;
+    return rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * mats * kBf16;
+  }
+  return t * static_cast<double>(m.ffn_hidden) / p.tp * mats * kBf16;
+}
+
+/// The transformer layers of one virtual stage; returns the largest working memory one layer
+/// needs at a time: its backward workspace, plus, under full recompute, the activations it
+/// rematerialises.
 double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, StageCost* s,
                     PassCost* recompute, PassCost* bwd_in, PassCost* bwd_w) {
   ParallelPlan none = p;
@@ -533,8 +561,8 @@ double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, 
     s->dense_params += dense;
     s->expert_params += experts;
     s->act_bytes_per_microbatch += layer_activation_bytes(m, p, l);
-    if (p.recompute == Recompute::kFull)
-      max_layer_act = std::max(max_layer_act, layer_activation_bytes(m, none, l));
+    const double remat = p.recompute == Recompute::kFull ? layer_activation_bytes(m, none, l) : 0;
+    max_layer_act = std::max(max_layer_act, remat + backward_workspace_bytes(m, p, l));
   }
   return max_layer_act;
 }

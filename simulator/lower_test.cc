@@ -262,5 +262,22 @@ TEST(Lower, MlaDownProjectionsAreReplicatedAcrossTp) {
   }
 }
 
+// Expert tensor parallelism exchanges the dispatched tokens inside the etp group: an all-gather
+// before the expert GEMMs and a reduce-scatter after, mirrored in backward.
+TEST(Lower, ExpertTensorParallelismAddsItsCollectives) {
+  const ModelSpec m = moe();
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.dp = 4;
+  p.ep = 2;
+  const int base = comm_ops(lower(m, p), CostCategory::kEpComm);
+  p.etp = 2;
+  const auto etp2 = lower(m, p);
+  // Per MoE layer: gather and reduce in forward, their mirrors in backward (counted in the
+  // full and the zero-bubble B pass).
+  EXPECT_EQ(comm_ops(etp2, CostCategory::kEpComm), base + m.layers * (2 + 2 * 2));
+  EXPECT_NE(find_op(etp2[0].forward, "etp_gather"), nullptr);
+  EXPECT_NE(find_op(etp2[0].forward, "etp_reduce"), nullptr);
+}
+
 }  // namespace
 }  // namespace parallax
