@@ -139,8 +139,8 @@ class Replay {
     compute_free_[e] = end;
     RankOutcome& out = res_.ranks[e];
     for (int c = 0; c < kNumCategories; ++c) out.busy_by_category[c] += pc.by_category[c];
-    // Activation memory: stored from forward until the backward that last reads it (the full
-    // backward, or W, which still needs the GEMM inputs, in zero-bubble schedules).
+    // Activation memory: stored from forward until the backward that reads it. In zero-bubble
+    // schedules B frees all but the weight-GEMM inputs, which W frees.
     double transient = 0;
     if (op.kind == PassKind::kForward) {
       act_[e] += st.act_bytes_per_microbatch;
@@ -149,8 +149,10 @@ class Replay {
       transient = st.transient_bytes;
     }
     out.peak_activation_bytes = std::max(out.peak_activation_bytes, act_[e] + transient);
-    if (op.kind == PassKind::kBackward || op.kind == PassKind::kBackwardWeight)
-      act_[e] -= st.act_bytes_per_microbatch;
+    if (op.kind == PassKind::kBackward) act_[e] -= st.act_bytes_per_microbatch;
+    if (op.kind == PassKind::kBackwardInput)
+      act_[e] -= st.act_bytes_per_microbatch - st.weight_input_bytes_per_microbatch;
+    if (op.kind == PassKind::kBackwardWeight) act_[e] -= st.weight_input_bytes_per_microbatch;
     const int i = idx(vs, op.microbatch);
     if (op.kind == PassKind::kForward) {
       fin_f_[e][i] = end;

@@ -209,5 +209,26 @@ TEST(Engine, FullRanksMatchRepresentativeRanks) {
   for (int domain : {8, 2}) expect_full_ranks_match_representative(tiny_model(8), q, domain);
 }
 
+// ZB-H1 frees a microbatch's activations at B except what its weight gradient reads, which W
+// frees. Nothing kept for W: every rank holds what 1F1B holds, min(p - r, m) microbatches. All
+// kept for W: W lags B by r microbatches on rank r, so later ranks hold more, up to min(p, m).
+TEST(Engine, ZeroBubbleFreesAtBExceptTheWeightGradientInputs) {
+  const double act = 100;
+  const int pp = 4, m = 8;
+  EngineSetup none_kept = fixed_setup(ScheduleKind::kZeroBubbleH1, pp, 1, m, 1, 2, act);
+  const EngineResult a = run(none_kept);
+  for (int rank = 0; rank < pp; ++rank)
+    EXPECT_DOUBLE_EQ(a.ranks[rank].peak_activation_bytes, std::min(pp - rank, m) * act)
+        << "rank " << rank;
+  EngineSetup all_kept = none_kept;
+  for (auto& st : all_kept.stages) st.weight_input_bytes_per_microbatch = act;
+  const EngineResult b = run(all_kept);
+  for (int rank = 0; rank < pp; ++rank) {
+    EXPECT_LE(b.ranks[rank].peak_activation_bytes, std::min(pp, m) * act) << "rank " << rank;
+    EXPECT_GE(b.ranks[rank].peak_activation_bytes, a.ranks[rank].peak_activation_bytes);
+  }
+  EXPECT_GT(b.ranks[pp - 1].peak_activation_bytes, a.ranks[pp - 1].peak_activation_bytes);
+}
+
 }  // namespace
 }  // namespace parallax

@@ -561,6 +561,7 @@ double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, 
     s->dense_params += dense;
     s->expert_params += experts;
     s->act_bytes_per_microbatch += layer_activation_bytes(m, p, l);
+    s->weight_input_bytes_per_microbatch += layer_weight_input_bytes(m, p, l);
     const double remat = p.recompute == Recompute::kFull ? layer_activation_bytes(m, none, l) : 0;
     max_layer_act = std::max(max_layer_act, remat + backward_workspace_bytes(m, p, l));
   }
@@ -568,6 +569,26 @@ double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, 
 }
 
 }  // namespace
+
+double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
+  if (p.recompute == Recompute::kFull) return layer_activation_bytes(m, p, layer);
+  const double t = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
+  const double tsp = p.sequence_parallel ? t / p.tp : t;
+  const double h = static_cast<double>(m.hidden);
+  const double qh = static_cast<double>(m.heads) / p.tp;
+  const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
+  double bytes = 2 * tsp * h * kBf16;  // the two norm outputs
+  if (p.recompute != Recompute::kSelective) bytes += t * qh * dv * kBf16;
+  if (m.mla) bytes += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * kBf16;
+  if (m.is_moe_layer(layer)) {
+    const double rows = t / p.tp * m.moe->top_k * p.etp;
+    bytes +=
+        rows * h * kBf16 + rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * kBf16;
+  } else {
+    bytes += t * static_cast<double>(m.ffn_hidden) / p.tp * kBf16;
+  }
+  return bytes;
+}
 
 std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,
                                     const RankMap& ranks) {
@@ -605,7 +626,8 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
       if (!m.tied_embeddings || stages > 1) s.dense_params += vocab_shard * h;
       // Logits in bf16 and fp32 softmax workspace for one microbatch.
       s.transient_bytes = std::max(s.transient_bytes, d.tokens * vocab_shard * (kBf16 + 2 * kFp32));
-      s.act_bytes_per_microbatch += d.tokens_sp * h * kBf16;
+      s.act_bytes_per_microbatch += d.tokens_sp * h * kBf16;  // the logits GEMM's input
+      s.weight_input_bytes_per_microbatch += d.tokens_sp * h * kBf16;
     }
     assemble_backward(recompute, bwd_in, bwd_w, &s);
     s.p2p_bytes = d.tokens * h * kBf16 / (p.sequence_parallel ? p.tp : 1);

@@ -59,13 +59,20 @@ struct StageCost {
       0;  ///< parameters on this rank for this chunk (dense part, incl. embedding)
   double expert_params = 0;             ///< routed-expert parameters on this rank for this chunk
   double act_bytes_per_microbatch = 0;  ///< stored for backward while a microbatch is in flight
-  double transient_bytes = 0;           ///< working memory beyond stored activations
-  double p2p_bytes = 0;                 ///< activation message to the next stage per microbatch
+  /// The part of it the weight-gradient GEMMs read (kept until W in zero-bubble schedules).
+  double weight_input_bytes_per_microbatch = 0;
+  double transient_bytes = 0;  ///< working memory beyond stored activations
+  double p2p_bytes = 0;        ///< activation message to the next stage per microbatch
 };
 
 /// Per-layer activation bytes stored for backward per microbatch on one rank (for tests and
 /// reports): Korthikanti et al. 2022 generalised to GQA/SwiGLU/MoE and flash attention.
 double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int layer);
+
+/// The part of layer_activation_bytes that the weight-gradient GEMMs read: the inputs of the
+/// linear layers (both norm outputs, the attention output, the MLP activation output, MLA's
+/// latents); all of it under full recompute, where the layer input is all that is stored.
+double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int layer);
 
 /// Lowers every virtual stage (pp * vpp of them, in model order).
 std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,

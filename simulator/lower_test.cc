@@ -279,5 +279,16 @@ TEST(Lower, ExpertTensorParallelismAddsItsCollectives) {
   EXPECT_NE(find_op(etp2[0].forward, "etp_reduce"), nullptr);
 }
 
+// What the weight gradients read, per layer and microbatch (GPT, tp = 1, no SP): the two norm
+// outputs 2 * 2sbh, the attention output 2sbh, the GELU output 2 * 4sbh = 14 sbh; everything
+// stored under full recompute.
+TEST(Lower, WeightGradientInputsOfALayer) {
+  const ModelSpec m = gpt();
+  const double s = 2048, b = 2, h = 1024;
+  expect_rel(layer_weight_input_bytes(m, plan(1, false, Recompute::kNone), 0), 14 * s * b * h);
+  const ParallelPlan full = plan(1, false, Recompute::kFull);
+  expect_rel(layer_weight_input_bytes(m, full, 0), layer_activation_bytes(m, full, 0));
+}
+
 }  // namespace
 }  // namespace parallax
