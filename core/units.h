@@ -13,6 +13,9 @@ inline constexpr double kTera = 1e12;
 inline constexpr double kUs = 1e-6;  ///< one microsecond in seconds
 inline constexpr double kMs = 1e-3;
 
+inline constexpr double kBf16Bytes = 2.0;  ///< bytes per bf16 element
+inline constexpr double kFp32Bytes = 4.0;  ///< bytes per fp32 element
+
 /// Integer division rounding up.
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

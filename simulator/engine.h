@@ -42,7 +42,7 @@ struct EngineSetup {
   double overlap_slowdown = 0;       ///< compute slowdown while communication overlaps it (0..1)
   bool full_ranks = false;
   bool record_trace = false;
-  int scale_up_domain = 8;
+  int scale_up_domain = 1;  ///< GPUs per scale-up domain (from the profile; full-rank mode)
 };
 
 struct RankOutcome {

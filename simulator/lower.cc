@@ -38,8 +38,8 @@ void PassCost::add(OpCost op) {
 
 namespace {
 
-constexpr double kBf16 = 2.0;
-constexpr double kFp32 = 4.0;
+constexpr double kBf16 = kBf16Bytes;
+constexpr double kFp32 = kFp32Bytes;
 
 /// Sizes one rank sees for one microbatch.
 struct Dims {

@@ -19,11 +19,11 @@ void data_parallel_sync(const ParallelPlan& p, const StageCost& st, const Collec
   const bool scatter = p.shards_optimizer();
   const CollectiveOp op = scatter ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   // Gradients are reduced in fp32 (Megatron's default grad buffer; FSDP2's reduce dtype).
-  *grad_s = comm.time(op, st.dense_params * 4.0, dense).time_s +
-            comm.time(op, st.expert_params * 4.0, expert).time_s;
+  *grad_s = comm.time(op, st.dense_params * kFp32Bytes, dense).time_s +
+            comm.time(op, st.expert_params * kFp32Bytes, expert).time_s;
   if (scatter) {
-    *param_s = comm.time(CollectiveOp::kAllGather, st.dense_params * 2.0, dense).time_s +
-               comm.time(CollectiveOp::kAllGather, st.expert_params * 2.0, expert).time_s;
+    *param_s = comm.time(CollectiveOp::kAllGather, st.dense_params * kBf16Bytes, dense).time_s +
+               comm.time(CollectiveOp::kAllGather, st.expert_params * kBf16Bytes, expert).time_s;
   }
 }
 
@@ -62,7 +62,7 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
     // between them after backward (Megatron's embedding group).
     const double params = static_cast<double>(m.vocab) * m.hidden / p.tp;
     const GroupShape pair = neighbour_pair(ranks.shape(GroupKind::kPp));
-    const double t = comm.time(CollectiveOp::kAllReduce, params * 4.0, pair).time_s;
+    const double t = comm.time(CollectiveOp::kAllReduce, params * kFp32Bytes, pair).time_s;
     setup.grad_sync_s.front() += t;
     setup.grad_sync_s.back() += t;
   }
