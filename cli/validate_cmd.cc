@@ -49,6 +49,12 @@ void print_table(const ValidationSummary& s) {
                 r.fits ? "" : "  (filled plan does not fit in memory)");
   std::printf("\nn=%zu  MAPE %.1f%%  max |error| %.1f%%\n", s.rows.size(), 100 * s.mape,
               100 * s.max_abs_error);
+  if (s.by_source.size() > 1) {
+    std::printf("\nby source:\n");
+    for (const auto& g : s.by_source)
+      std::printf("  n=%-3d MAPE %5.1f%%  mean error %+6.1f%%  %s\n", g.n, 100 * g.mape,
+                  100 * g.mean_error, g.source.c_str());
+  }
 }
 
 }  // namespace
@@ -100,11 +106,13 @@ void add_validate_command(CLI::App& app, int* exit_code) {
                         {"measured", r.measured},
                         {"predicted", r.predicted},
                         {"error", r.error}});
-      std::cout << Json{{"records", recs},
-                        {"mape", s.mape},
-                        {"max_abs_error", s.max_abs_error},
-                        {"n", s.rows.size()},
-                        {"fill_rule", kFillRule}}
+      Json sources = Json::array();
+      for (const auto& g : s.by_source)
+        sources.push_back(
+            {{"source", g.source}, {"n", g.n}, {"mape", g.mape}, {"mean_error", g.mean_error}});
+      std::cout << Json{{"records", recs},    {"by_source", sources},
+                        {"mape", s.mape},     {"max_abs_error", s.max_abs_error},
+                        {"n", s.rows.size()}, {"fill_rule", kFillRule}}
                        .dump(2)
                 << "\n";
     } else {

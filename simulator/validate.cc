@@ -1,5 +1,6 @@
 #include "simulator/validate.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/units.h"
@@ -20,6 +21,7 @@ Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwP
   const StepReport& s = rep.value();
   ValidationRow row;
   row.id = r.id;
+  row.source = r.source;
   row.fits = s.fits;
   if (r.step_time_s) {
     row.metric = "step_time_s";
@@ -58,6 +60,18 @@ ValidationSummary summarize(std::vector<ValidationRow> rows) {
     s.max_abs_error = std::max(s.max_abs_error, std::abs(r.error));
   }
   if (!s.rows.empty()) s.mape /= static_cast<double>(s.rows.size());
+  for (const auto& r : s.rows) {
+    auto it = std::find_if(s.by_source.begin(), s.by_source.end(),
+                           [&](const SourceSummary& g) { return g.source == r.source; });
+    if (it == s.by_source.end()) it = s.by_source.insert(s.by_source.end(), {r.source, 0, 0, 0});
+    ++it->n;
+    it->mape += std::abs(r.error);
+    it->mean_error += r.error;
+  }
+  for (auto& g : s.by_source) {
+    g.mape /= g.n;
+    g.mean_error /= g.n;
+  }
   return s;
 }
 

@@ -13,6 +13,7 @@ namespace parallax {
 
 struct ValidationRow {
   std::string id;
+  std::string source;  ///< the record's source, for per-source summaries
   std::string metric;  ///< step_time_s | tokens_per_s_per_gpu | tflops_per_gpu | mfu
   double measured = 0;
   double predicted = 0;
@@ -20,10 +21,19 @@ struct ValidationRow {
   bool fits = true;  ///< the filled plan fits in memory per the simulator
 };
 
+/// Errors of the records that share one source.
+struct SourceSummary {
+  std::string source;
+  int n = 0;
+  double mape = 0;        ///< mean of |error|
+  double mean_error = 0;  ///< mean signed error: the bias of the predictions for this source
+};
+
 struct ValidationSummary {
   std::vector<ValidationRow> rows;
   double mape = 0;  ///< mean of |error|
   double max_abs_error = 0;
+  std::vector<SourceSummary> by_source;  ///< in order of first appearance
 };
 
 /// Predicts one record with the profiles available.
