@@ -79,10 +79,8 @@ class LayerBuilder {
   const Dims& dims() const { return d_; }
 
   // --- primitives -------------------------------------------------------------------------------
-  /// A GEMM [m x k] x [k x n]; in backward, the data-gradient and weight-gradient GEMMs.
-  /// `weight`: the second backward GEMM is a weight gradient (W in zero-bubble schedules);
-  /// otherwise both are input gradients (attention's batched GEMMs).
-  /// `kind`: a linear layer (fp8 when the plan is), a bf16-only linear layer (logits, router:
+  /// A GEMM [m x k] x [k x n]; in backward, the data-gradient and weight-gradient GEMMs (the
+  /// latter is W in zero-bubble schedules). `kind`: a linear layer (fp8 when the plan is), a bf16-only linear layer (logits, router:
   /// fp8 recipes keep them in bf16), or attention's batched GEMMs (bf16, and both backward
   /// GEMMs are input gradients).
   enum class GemmKind { kLinear, kLinearBf16, kAttention };

@@ -220,7 +220,8 @@ TEST(Lower, TpBackwardReduceScatterHidesBehindTheWeightGradient) {
   ASSERT_NE(wgrad, nullptr);
   EXPECT_DOUBLE_EQ(rs->time_s, std::max(0.0, rs->busy_s - wgrad->time_s));
   p.schedule = ScheduleKind::kZeroBubbleH1;
-  const OpCost* zb = find_op(lower(m, p)[0].backward, "tp_gather.attn.bwd_rs");
+  const auto zb_stages = lower(m, p);
+  const OpCost* zb = find_op(zb_stages[0].backward, "tp_gather.attn.bwd_rs");
   ASSERT_NE(zb, nullptr);
   EXPECT_DOUBLE_EQ(zb->time_s, zb->busy_s);
 }
