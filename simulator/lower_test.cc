@@ -291,5 +291,36 @@ TEST(Lower, WeightGradientInputsOfALayer) {
   expect_rel(layer_weight_input_bytes(m, full, 0), layer_activation_bytes(m, full, 0));
 }
 
+// Unfused attention stores the s x s probabilities: Korthikanti's 2as/h softmax-output term
+// (no dropout, so no mask and no dropout output): s b h 32 + 2 a s^2 b bytes per layer at tp = 1;
+// selective recompute drops them again (and the attention output it rebuilds).
+TEST(Lower, UnfusedAttentionStoresTheProbabilities) {
+  const ModelSpec m = gpt();
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.attention = AttentionImpl::kUnfused;
+  const double s = 2048, b = 2, h = 1024, a = 16;
+  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * 32 + 2 * a * s * s * b);
+  p.recompute = Recompute::kSelective;
+  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * 30);
+  const auto st = lower(m, p);
+  EXPECT_NE(find_op(st[0].forward, "attn_scores"), nullptr);
+  EXPECT_NE(find_op(st[0].forward, "attn_softmax"), nullptr);
+  EXPECT_NE(find_op(st[0].backward, "attn_scores.recompute"), nullptr);
+  EXPECT_EQ(find_op(st[0].forward, "attention"), nullptr);
+}
+
+// Context parallelism by all-gather: one gather of K and V before attention, a gather and a
+// reduce-scatter of their gradients in backward; no ring.
+TEST(Lower, ContextParallelAllGatherReplacesTheRing) {
+  const ModelSpec m = gpt(1);
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.cp = 2;
+  p.cp_comm = CpComm::kAllGather;
+  const auto st = lower(m, p);
+  EXPECT_NE(find_op(st[0].forward, "cp_kv_allgather"), nullptr);
+  EXPECT_NE(find_op(st[0].backward, "cp_kv_allgather.bwd"), nullptr);
+  EXPECT_EQ(find_op(st[0].forward, "cp_kv_ring"), nullptr);
+}
+
 }  // namespace
 }  // namespace parallax
