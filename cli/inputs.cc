@@ -126,24 +126,36 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option("--mbs", f->mbs, "micro-batch size in sequences");
   cmd->add_option("--gbs", f->gbs, "global batch size in sequences");
   cmd->add_option("--seq", f->seq, "sequence length in tokens");
-  cmd->add_option("--sp", f->sp, "sequence parallelism (1/0)")->check(CLI::Range(0, 1));
+  cmd->add_option("--sp", f->sp, "sequence parallelism (1/0; the flag alone means 1)")
+      ->check(CLI::Range(0, 1))
+      ->expected(0, 1)
+      ->default_str("1");
   cmd->add_option("--recompute", f->recompute, "activation recomputation: none | selective | full");
   cmd->add_option("--zero", f->zero, "ZeRO stage 0-3 (1 = distributed optimizer)");
-  cmd->add_option("--fsdp", f->fsdp, "PyTorch FSDP2 parameter sharding (1/0)")
-      ->check(CLI::Range(0, 1));
+  cmd->add_option("--fsdp", f->fsdp,
+                  "PyTorch FSDP2 parameter sharding (1/0; the flag alone means 1)")
+      ->check(CLI::Range(0, 1))
+      ->expected(0, 1)
+      ->default_str("1");
   cmd->add_option("--schedule", f->schedule, "pipeline schedule: 1f1b | interleaved | zb-h1");
   cmd->add_option("--precision", f->precision, "bf16 | fp8");
   cmd->add_option("--cp-comm", f->cp_comm, "context-parallel K/V exchange: ring | allgather");
   cmd->add_option("--attention", f->attention,
                   "attention kernel: flash (fused) | unfused (materialised s x s scores)");
   cmd->add_option("--overlap-tp-comm", f->overlap_tp, "overlap TP communication with GEMMs (1/0)")
-      ->check(CLI::Range(0, 1));
+      ->check(CLI::Range(0, 1))
+      ->expected(0, 1)
+      ->default_str("1");
   cmd->add_option("--overlap-grad-reduce", f->overlap_grad,
                   "overlap DP gradient reduction with backward (1/0)")
-      ->check(CLI::Range(0, 1));
+      ->check(CLI::Range(0, 1))
+      ->expected(0, 1)
+      ->default_str("1");
   cmd->add_option("--overlap-param-gather", f->overlap_param,
                   "overlap ZeRO parameter all-gather with forward (1/0)")
-      ->check(CLI::Range(0, 1));
+      ->check(CLI::Range(0, 1))
+      ->expected(0, 1)
+      ->default_str("1");
   cmd->add_option("--scenario", f->scenario,
                   "scenario JSON (model, cluster, layout, settings); flags override it");
   cmd->add_option("--profiles-dir", f->profiles_dir,

@@ -207,6 +207,22 @@ TEST(CliSimulate, ZeroOrOutOfRangeValuesAreRejected) {
   EXPECT_TRUE(Has(four, "zero=4 must be 0, 1, 2 or 3")) << four;
 }
 
+// The switches take 1/0, and alone mean 1, as scripts write them either way.
+TEST(CliSimulate, SwitchesAloneMeanOnAndTakeZeroOrOne) {
+  const CliRun on = Parallax(
+      "simulate --model llama3.1-8b --gpus 8 --tp 1 --fsdp --gbs 16 --seq 4096 --format json",
+      Streams::kStdoutOnly);
+  ASSERT_EQ(on.exit_code, 0) << on;
+  EXPECT_TRUE(Has(on, "\"fsdp\": true")) << on;
+  const CliRun off = Parallax(
+      "simulate --model llama3.1-8b --gpus 8 --tp 1 --fsdp 0 --zero 1 --gbs 16 --seq 4096 "
+      "--format json",
+      Streams::kStdoutOnly);
+  ASSERT_EQ(off.exit_code, 0) << off;
+  EXPECT_TRUE(Has(off, "\"fsdp\": false")) << off;
+  EXPECT_EQ(Parallax("simulate --sp 5").exit_code, 2);
+}
+
 TEST(CliSimulate, UnknownEnumValueListsTheValidOnes) {
   const CliRun r = Parallax("simulate --recompute partial --schedule gpipe");
   EXPECT_EQ(r.exit_code, 2) << r;
