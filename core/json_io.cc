@@ -150,7 +150,7 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
   Diagnostics d;
   JsonFields f(j, where, &d);
   f.reject_unknown({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
-                    "ffn_act", "vocab", "tied_embeddings", "moe", "mla"});
+                    "ffn_act", "vocab", "tied_embeddings", "dropout", "moe", "mla"});
   ModelSpec m;
   m.name = f.string("name", "custom");
   m.layers = static_cast<int>(f.integer("layers"));
@@ -162,6 +162,7 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
   m.head_dim = static_cast<int>(f.integer("head_dim", default_hd));
   m.vocab = f.integer("vocab");
   m.tied_embeddings = f.boolean("tied_embeddings", false);
+  m.dropout = f.number("dropout", 0.0);
   const std::string act = f.string("ffn_act", "swiglu");
   if (auto a = parse_ffn_act(act))
     m.ffn_act = *a;
@@ -211,6 +212,7 @@ Json to_json(const ModelSpec& m) {
             {"ffn_act", m.ffn_act == FfnAct::kGelu ? "gelu" : "swiglu"},
             {"vocab", m.vocab},
             {"tied_embeddings", m.tied_embeddings},
+            {"dropout", m.dropout},
             {"moe", nullptr},
             {"mla", nullptr}};
   if (m.moe)

@@ -81,6 +81,9 @@ Diagnostics validate_model(const ModelSpec& m, const std::string& where) {
       out.push_back({where + "/mla/v_head_dim",
                      "must be positive, got " + std::to_string(m.mla->v_head_dim), ""});
   }
+  if (m.dropout < 0 || m.dropout >= 1)
+    out.push_back(
+        {where + "/dropout", "dropout must be in [0, 1), got " + std::to_string(m.dropout), ""});
   if (!m.moe || m.moe->dense_layers > 0) need_pos("ffn_hidden", static_cast<double>(m.ffn_hidden));
   if (m.moe) {
     const auto& e = *m.moe;

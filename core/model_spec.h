@@ -40,6 +40,7 @@ struct ModelSpec {
   FfnAct ffn_act = FfnAct::kSwiglu;
   int64_t vocab = 0;
   bool tied_embeddings = false;
+  double dropout = 0;  ///< hidden and attention dropout probability (GPT-era training: 0.1)
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
 

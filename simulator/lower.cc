@@ -80,9 +80,9 @@ class LayerBuilder {
 
   // --- primitives -------------------------------------------------------------------------------
   /// A GEMM [m x k] x [k x n]; in backward, the data-gradient and weight-gradient GEMMs (the
-  /// latter is W in zero-bubble schedules). `kind`: a linear layer (fp8 when the plan is), a bf16-only linear layer (logits, router:
-  /// fp8 recipes keep them in bf16), or attention's batched GEMMs (bf16, and both backward
-  /// GEMMs are input gradients).
+  /// latter is W in zero-bubble schedules). `kind`: a linear layer (fp8 when the plan is), a
+  /// bf16-only linear layer (logits, router: fp8 recipes keep them in bf16), or attention's batched
+  /// GEMMs (bf16, and both backward GEMMs are input gradients).
   enum class GemmKind { kLinear, kLinearBf16, kAttention };
 
   void gemm(const char* name, double m, double k, double n, double batch = 1,
@@ -131,6 +131,8 @@ class LayerBuilder {
       gemm("attn_scores", static_cast<double>(sq), d_.d_qk, static_cast<double>(skv), bh,
            GemmKind::kAttention);
       memory("attn_softmax", 2 * kBf16 * bh * sq * skv, 1.5);
+      // Dropout on the probabilities: read them, write the result and a 1-byte mask.
+      if (m_.dropout > 0) memory("attn_dropout", (2 * kBf16 + 1) * bh * sq * skv, 1.0);
       gemm("attn_context", static_cast<double>(sq), static_cast<double>(skv), d_.d_v, bh,
            GemmKind::kAttention);
     }
@@ -238,6 +240,13 @@ class LayerBuilder {
     push_comm(&bwd_in_, std::string(name) + ".bwd", CostCategory::kEpComm, b, b);
   }
 
+  /// Residual add after a block (bias-dropout-add when the model has dropout: it also writes a
+  /// 1-byte mask, which backward reads).
+  void residual_add(double tokens) {
+    const double mask = m_.dropout > 0 ? 1.0 : 0.0;
+    memory("residual_add", tokens * d_.h * (3 * kBf16 + mask));
+  }
+
   // --- blocks -----------------------------------------------------------------------------------
   void attention_block() {
     const Dims& d = d_;
@@ -266,7 +275,7 @@ class LayerBuilder {
     attention();
     gemm("out_proj", d.tokens, d.q_heads * d.d_v, d.h);
     tp_exit("tp_reduce.attn");
-    memory("residual_add", 3 * d.tokens_sp * d.h * kBf16);
+    residual_add(d.tokens_sp);
   }
 
   void dense_mlp(int64_t width) {
@@ -280,7 +289,7 @@ class LayerBuilder {
     memory(glu ? "swiglu" : "gelu", d.tokens * w * (glu ? 3 : 2) * kBf16);
     gemm("mlp_down", d.tokens, w, d.h);
     tp_exit("tp_reduce.mlp");
-    memory("residual_add", 3 * d.tokens_sp * d.h * kBf16);
+    residual_add(d.tokens_sp);
   }
 
   void moe_mlp() {
@@ -318,7 +327,7 @@ class LayerBuilder {
       gemm("shared_down", d.tokens, ws, d.h);
       tp_exit("tp_reduce.shared");
     }
-    memory("residual_add", 3 * t * d.h * kBf16);
+    residual_add(t);
   }
 
   void embedding() {
@@ -484,18 +493,23 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
   // Attention block: norm input and output (sharded with SP), Q, K, V, the attention output
   // (the out-projection input), and the softmax statistics (flash: fp32 per head and token) or
-  // the s x s probabilities (unfused: bf16, Korthikanti's 2as/h term without dropout).
+  // the s x s probabilities (unfused: bf16, Korthikanti's 2as/h term; with dropout also its
+  // 1-byte mask and the dropped-out probabilities, 5as/h in all). Dropout adds a 1-byte mask
+  // after each block (bias-dropout-add), sharded like the residual.
   const bool selective = p.recompute == Recompute::kSelective;
-  double attn = 2 * tsp * h * kBf16 + t * (qh * dqk + kvh * (dqk + dv)) * kBf16;
-  if (!selective) attn += t * qh * dv * kBf16;  // selective recompute rebuilds the output
+  const double drop = m.dropout > 0 ? 1.0 : 0.0;
+  // The attention output is the out-projection's input and stays stored under selective
+  // recompute too (Korthikanti et al.: SP + selective = 34 sbh / t).
+  double attn = 2 * tsp * h * kBf16 + t * (qh * dqk + kvh * (dqk + dv)) * kBf16 + drop * tsp * h +
+                t * qh * dv * kBf16;
   if (p.attention == AttentionImpl::kFlash) {
     attn += t * qh * kFp32;
   } else if (!selective) {
-    attn += kBf16 * qh * t * static_cast<double>(p.seq_len);
+    attn += (kBf16 + drop * (1 + kBf16)) * qh * t * static_cast<double>(p.seq_len);
   }
   if (m.mla) attn += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * kBf16;
   const bool glu = m.ffn_act == FfnAct::kSwiglu;
-  double mlp = 2 * tsp * h * kBf16;  // norm input and output
+  double mlp = 2 * tsp * h * kBf16 + drop * tsp * h;  // norm input and output, dropout mask
   if (m.is_moe_layer(layer)) {
     const MoeSpec& e = *m.moe;
     const double rows = t / p.tp * e.top_k * p.etp;
@@ -575,8 +589,7 @@ double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int l
   const double h = static_cast<double>(m.hidden);
   const double qh = static_cast<double>(m.heads) / p.tp;
   const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
-  double bytes = 2 * tsp * h * kBf16;  // the two norm outputs
-  if (p.recompute != Recompute::kSelective) bytes += t * qh * dv * kBf16;
+  double bytes = 2 * tsp * h * kBf16 + t * qh * dv * kBf16;  // norm outputs, attention output
   if (m.mla) bytes += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * kBf16;
   if (m.is_moe_layer(layer)) {
     const double rows = t / p.tp * m.moe->top_k * p.etp;

@@ -301,7 +301,7 @@ TEST(Lower, UnfusedAttentionStoresTheProbabilities) {
   const double s = 2048, b = 2, h = 1024, a = 16;
   expect_rel(layer_activation_bytes(m, p, 0), s * b * h * 32 + 2 * a * s * s * b);
   p.recompute = Recompute::kSelective;
-  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * 30);
+  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * 32);
   const auto st = lower(m, p);
   EXPECT_NE(find_op(st[0].forward, "attn_scores"), nullptr);
   EXPECT_NE(find_op(st[0].forward, "attn_softmax"), nullptr);
@@ -320,6 +320,26 @@ TEST(Lower, ContextParallelAllGatherReplacesTheRing) {
   EXPECT_NE(find_op(st[0].forward, "cp_kv_allgather"), nullptr);
   EXPECT_NE(find_op(st[0].backward, "cp_kv_allgather.bwd"), nullptr);
   EXPECT_EQ(find_op(st[0].forward, "cp_kv_ring"), nullptr);
+}
+
+// With dropout and the unfused attention of 2022 Megatron, the stored activations are exactly
+// Korthikanti et al.'s eq. (1)-(2): s b h (34 + 5 a s / h) at tp = 1, and with tensor and
+// sequence parallelism s b h (34 + 5 a s / h) / t. Selective recompute drops the 5as/h term:
+// s b h 34 / t (their Table 2).
+TEST(Lower, DropoutAndUnfusedAttentionGiveKorthikantiExactly) {
+  ModelSpec m = gpt();
+  m.dropout = 0.1;
+  const double s = 2048, b = 2, h = 1024, a = 16;
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.attention = AttentionImpl::kUnfused;
+  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * (34 + 5 * a * s / h));
+  p = plan(4, true, Recompute::kNone);
+  p.attention = AttentionImpl::kUnfused;
+  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * (34 + 5 * a * s / h) / 4);
+  p.recompute = Recompute::kSelective;
+  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * 34 / 4);
+  const auto st = lower(m, p);
+  EXPECT_NE(find_op(st[0].forward, "attn_dropout"), nullptr);
 }
 
 }  // namespace
