@@ -94,6 +94,16 @@ class ConfigReader {
     return v.get<bool>();
   }
 
+  std::optional<double> number(const char* key) {
+    if (!has(key)) return std::nullopt;
+    const json& v = cfg_.at(key);
+    if (!v.is_number()) {
+      error(key, "must be a number, got " + describe(v));
+      return std::nullopt;
+    }
+    return v.get<double>();
+  }
+
   std::optional<std::string> string(const char* key) {
     if (!has(key)) return std::nullopt;
     const json& v = cfg_.at(key);
@@ -225,11 +235,14 @@ void read_head_dim(ConfigReader& r, ModelSpec& m) {
 Result<ModelSpec> read_model(const json& cfg, const std::string& name, const std::string& where) {
   ConfigReader r(cfg, where);
   // ModelSpec path (as validate_model names it) -> the JSON key it came from.
-  std::map<std::string, std::string> json_key = {
-      {"/layers", "num_hidden_layers"},    {"/hidden", "hidden_size"},
-      {"/heads", "num_attention_heads"},   {"/kv_heads", "num_key_value_heads"},
-      {"/head_dim", "head_dim"},           {"/vocab", "vocab_size"},
-      {"/ffn_hidden", "intermediate_size"}};
+  std::map<std::string, std::string> json_key = {{"/layers", "num_hidden_layers"},
+                                                 {"/hidden", "hidden_size"},
+                                                 {"/heads", "num_attention_heads"},
+                                                 {"/kv_heads", "num_key_value_heads"},
+                                                 {"/head_dim", "head_dim"},
+                                                 {"/vocab", "vocab_size"},
+                                                 {"/ffn_hidden", "intermediate_size"},
+                                                 {"/dropout", "attention_dropout"}};
 
   ModelSpec m;
   m.name = name;
@@ -239,6 +252,10 @@ Result<ModelSpec> read_model(const json& cfg, const std::string& name, const std
   m.kv_heads = r.has("num_key_value_heads") ? r.int32("num_key_value_heads", kRequired) : m.heads;
   m.vocab = r.integer("vocab_size", kRequired).value_or(0);
   m.tied_embeddings = r.boolean("tie_word_embeddings").value_or(false);
+  // Dropout: Llama/Qwen name it attention_dropout / hidden_dropout, GPT-2 attn_pdrop /
+  // resid_pdrop; the largest one is used for every dropout site.
+  for (const char* key : {"attention_dropout", "hidden_dropout", "attn_pdrop", "resid_pdrop"})
+    m.dropout = std::max(m.dropout, r.number(key).value_or(0.0));
   m.ffn_act = read_activation(r);
   // Qwen-style MoE models keep intermediate_size but use it in no layer; everyone else needs it.
   const bool qwen_moe = r.has("num_experts") && !r.has("n_routed_experts");

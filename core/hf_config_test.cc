@@ -262,5 +262,16 @@ TEST(HfConfig, UnknownModelTypeHintsOnMissingFields) {
       << r.error_text();
 }
 
+// Dropout probabilities come from the family's field names; the largest is used.
+TEST(HfConfig, DropoutFieldsAreRead) {
+  json cfg = fixture("llama3.1-8b");
+  EXPECT_DOUBLE_EQ(import_ok(cfg, "llama").dropout, cfg.value("attention_dropout", 0.0));
+  cfg["attention_dropout"] = 0.1;
+  cfg["hidden_dropout"] = 0.05;
+  EXPECT_DOUBLE_EQ(import_ok(cfg, "llama").dropout, 0.1);
+  cfg["attention_dropout"] = "high";
+  EXPECT_TRUE(mentions(model_from_hf_config(cfg, "llama", "c.json:"), "attention_dropout"));
+}
+
 }  // namespace
 }  // namespace parallax
