@@ -52,6 +52,20 @@ struct Dims {
   double d_qk = 0, d_v = 0;
 };
 
+/// The one derivation of the per-rank sizes that lowering and the memory formulas share.
+Dims rank_dims(const ModelSpec& m, const ParallelPlan& p) {
+  Dims d;
+  d.tp = p.tp;
+  d.tokens = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
+  d.tokens_sp = p.sequence_parallel ? d.tokens / p.tp : d.tokens;
+  d.h = static_cast<double>(m.hidden);
+  d.q_heads = static_cast<double>(m.heads) / p.tp;
+  d.kv_heads = m.mla ? d.q_heads : std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
+  d.d_qk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+  d.d_v = m.mla ? m.mla->v_head_dim : m.head_dim;
+  return d;
+}
+
 /// The ops of one pass, built op by op; backward mirrors forward.
 class LayerBuilder {
  public:
@@ -64,17 +78,9 @@ class LayerBuilder {
         cp_shape_(ranks.shape(GroupKind::kCp)),
         ep_shape_(ranks.shape(GroupKind::kEp)),
         etp_shape_(ranks.shape(GroupKind::kEtp)),
-        fsdp_shape_(ranks.shape(GroupKind::kDpCp)) {
-    microbatches_ = std::max<int64_t>(1, p.num_microbatches());
-    d_.tp = p.tp;
-    d_.tokens = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
-    d_.tokens_sp = p.sequence_parallel ? d_.tokens / p.tp : d_.tokens;
-    d_.h = static_cast<double>(m.hidden);
-    d_.q_heads = static_cast<double>(m.heads) / p.tp;
-    d_.kv_heads = m.mla ? d_.q_heads : std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
-    d_.d_qk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
-    d_.d_v = m.mla ? m.mla->v_head_dim : m.head_dim;
-  }
+        fsdp_shape_(ranks.shape(GroupKind::kDpCp)),
+        d_(rank_dims(m, p)),
+        microbatches_(std::max<int64_t>(1, p.num_microbatches())) {}
 
   const Dims& dims() const { return d_; }
 
@@ -483,14 +489,10 @@ double expert_params_local(const ModelSpec& m, const ParallelPlan& p, int layer)
 }  // namespace
 
 double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
-  const double t = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
-  const double tsp = p.sequence_parallel ? t / p.tp : t;
-  const double h = static_cast<double>(m.hidden);
+  const Dims d = rank_dims(m, p);
+  const double t = d.tokens, tsp = d.tokens_sp, h = d.h;
   if (p.recompute == Recompute::kFull) return tsp * h * kBf16;  // only the layer input
-  const double qh = static_cast<double>(m.heads) / p.tp;
-  const double kvh = m.mla ? qh : std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
-  const double dqk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
-  const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
+  const double qh = d.q_heads, kvh = d.kv_heads, dqk = d.d_qk, dv = d.d_v;
   // Attention block: norm input and output (sharded with SP), Q, K, V, the attention output
   // (the out-projection input), and the softmax statistics (flash: fp32 per head and token) or
   // the s x s probabilities (unfused: bf16, Korthikanti's 2as/h term; with dropout also its
@@ -544,7 +546,7 @@ void assemble_backward(const PassCost& recompute, const PassCost& bwd_in, const 
 /// Working memory of one layer's backward beyond its stored activations: the gradients of the
 /// MLP intermediates (gate and up, or up, and the activation), alive while that MLP runs backward.
 double backward_workspace_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
-  const double t = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
+  const double t = rank_dims(m, p).tokens;
   const double mats = m.ffn_act == FfnAct::kSwiglu ? 3 : 2;
   if (m.is_moe_layer(layer)) {
     const double rows = t / p.tp * m.moe->top_k * p.etp;
@@ -584,12 +586,10 @@ double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, 
 
 double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
   if (p.recompute == Recompute::kFull) return layer_activation_bytes(m, p, layer);
-  const double t = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
-  const double tsp = p.sequence_parallel ? t / p.tp : t;
-  const double h = static_cast<double>(m.hidden);
-  const double qh = static_cast<double>(m.heads) / p.tp;
-  const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
-  double bytes = 2 * tsp * h * kBf16 + t * qh * dv * kBf16;  // norm outputs, attention output
+  const Dims d = rank_dims(m, p);
+  const double t = d.tokens, h = d.h;
+  double bytes = 2 * d.tokens_sp * h * kBf16 +
+                 t * d.q_heads * d.d_v * kBf16;  // norm outputs, attention output
   if (m.mla) bytes += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * kBf16;
   if (m.is_moe_layer(layer)) {
     const double rows = t / p.tp * m.moe->top_k * p.etp;
@@ -650,8 +650,8 @@ double step_flops(const ModelSpec& m, const ParallelPlan& p, bool causal, bool w
   const double tokens = static_cast<double>(p.global_batch) * p.seq_len;
   const double h = static_cast<double>(m.hidden);
   const double s = static_cast<double>(p.seq_len);
-  const double dqk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
-  const double dv = m.mla ? m.mla->v_head_dim : m.head_dim;
+  const Dims d = rank_dims(m, p);
+  const double dqk = d.d_qk, dv = d.d_v;
   double layer_fwd = 0, attn_fwd = 0;  // per token, all layers
   for (int l = 0; l < m.layers; ++l) {
     double matmul = attention_params_per_layer(m);
