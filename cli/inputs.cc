@@ -180,11 +180,7 @@ ParallelPlan default_plan() {
 
 void flag_enum(const std::string& value, const char* flag, auto parse, auto* target,
                const char* valid, Diagnostics* d) {
-  if (value.empty()) return;
-  if (auto v = parse(value))
-    *target = *v;
-  else
-    d->push_back({flag, "unknown value '" + value + "'", std::string("valid: ") + valid});
+  if (!value.empty()) assign_enum(value, flag, "value", parse, target, valid, d);
 }
 
 }  // namespace

@@ -407,13 +407,7 @@ namespace {
 template <typename E, typename Parse>
 void read_enum(JsonFields& f, const char* key, Parse parse, E* target, const char* valid,
                Diagnostics* d) {
-  if (!f.has(key)) return;
-  const std::string v = f.string(key);
-  if (auto k = parse(v))
-    *target = *k;
-  else
-    d->push_back({f.path(key), "unknown " + std::string(key) + " '" + v + "'",
-                  std::string("valid: ") + valid});
+  if (f.has(key)) assign_enum(f.string(key), f.path(key), key, parse, target, valid, d);
 }
 
 }  // namespace

@@ -61,6 +61,17 @@ std::optional<FfnAct> parse_ffn_act(const std::string& s);
 std::optional<CpComm> parse_cp_comm(const std::string& s);
 std::optional<AttentionImpl> parse_attention(const std::string& s);
 
+/// Sets *target from an enum name with `parse`; an unknown name becomes the diagnostic
+/// `where: unknown <what> 'name' (hint: valid: ...)`. Shared by the JSON readers and the flags.
+template <typename E, typename Parse>
+void assign_enum(const std::string& name, const std::string& where, const std::string& what,
+                 Parse parse, E* target, const char* valid, Diagnostics* d) {
+  if (auto v = parse(name))
+    *target = *v;
+  else
+    d->push_back({where, "unknown " + what + " '" + name + "'", std::string("valid: ") + valid});
+}
+
 /// A scenario file: {"model": name-or-object, "cluster": {"gpu", "num_gpus"}, "parallel": {...},
 /// "batch": {...}, "seq_len", "recompute", "precision", "overlap": {...}}. Fields left out keep
 /// the values already in `plan`.
