@@ -25,10 +25,16 @@ MemoryBreakdown parameter_memory(const ParallelPlan& p, double dense_params, dou
     // last microbatch: 2 + 2 bytes per parameter of the stage.
     if (p.pp > 1) m.buffers_bytes += 4 * (dense_params + expert_params);
   } else {
-    m.weights_bytes = sharded(2, p.zero_stage >= 3);
-    m.grads_bytes = sharded(4, p.zero_stage >= 2);
+    // Gradients are reduced once per step (simulate's data-parallel sync), so with several
+    // microbatches they accumulate in a full fp32 buffer until then, whatever the stage (as
+    // Megatron's grad buffer does); likewise ZeRO-3 under pipelining keeps the stage's bf16
+    // weights gathered across microbatches (its per-layer gathers run only without pipelining).
+    const bool accumulates = p.num_microbatches() > 1;
+    const bool gathered_stage = p.zero_stage >= 3 && p.pp > 1;
+    m.weights_bytes = sharded(2, p.zero_stage >= 3 && !gathered_stage);
+    m.grads_bytes = sharded(4, p.zero_stage >= 2 && !accumulates);
     m.optimizer_bytes = sharded(12, p.zero_stage >= 1);
-    if (p.zero_stage >= 3) m.buffers_bytes = 2 * 2 * largest_layer_params;
+    if (p.zero_stage >= 3 && !gathered_stage) m.buffers_bytes = 2 * 2 * largest_layer_params;
   }
   return m;
 }

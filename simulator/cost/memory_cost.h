@@ -24,7 +24,9 @@ struct MemoryBreakdown {
 /// Parameter-state bytes of one rank holding `dense_params` (replicated over dp x cp) and
 /// `expert_params` (replicated over the expert-data-parallel group `expert_dp`).
 ///   Megatron-style (bf16 params, fp32 grads, fp32 master + Adam m, v):
-///     2 + 4 + 12 bytes/param; ZeRO-1 shards the 12, ZeRO-2 also the 4, ZeRO-3 also the 2.
+///     2 + 4 + 12 bytes/param; ZeRO-1 shards the 12, ZeRO-2 also the 4 (only with one
+///     microbatch: gradients accumulate unsharded until the step's reduce-scatter), ZeRO-3 also
+///     the 2 (only without pipelining: a pipeline stage stays gathered across microbatches).
 ///   FSDP2 (fp32 sharded params, fp32 sharded grads, Adam m, v): 4 + 4 + 8 bytes/param, all
 ///     sharded, plus two gathered bf16 layers (current and prefetched) in buffers; with pp > 1
 ///     the stage stays gathered (2) and accumulates unsharded bf16 gradients (2) across
