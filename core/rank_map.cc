@@ -1,7 +1,6 @@
 #include "core/rank_map.h"
 
 #include <algorithm>
-#include <map>
 
 namespace parallax {
 
@@ -92,14 +91,37 @@ GroupShape neighbour_pair(const GroupShape& g) {
 }
 
 GroupShape RankMap::shape(GroupKind kind, int rank) const {
-  const auto members = group(kind, rank);
-  std::map<int, int> per;
-  for (int r : members) ++per[r / domain_];
+  const int n = group_size(kind), s = stride(kind);
+  const int block = n * s;
+  const int base = (rank / block) * block + rank % s;
   GroupShape g;
-  g.size = static_cast<int>(members.size());
-  g.domains = static_cast<int>(per.size());
-  // The most crowded domain bounds the intra-domain phase (domains need not hold equal shares).
-  for (const auto& [domain, count] : per) g.per_domain = std::max(g.per_domain, count);
+  g.size = n;
+  // Regular cases in closed form: a stride of a whole domain or more puts every member in its
+  // own domain; a stride dividing the domain fills aligned domains evenly.
+  if (s >= domain_) {
+    g.domains = n;
+    g.per_domain = 1;
+    return g;
+  }
+  if (domain_ % s == 0 && base % domain_ < s) {
+    const int per = domain_ / s;
+    g.per_domain = std::min(n, per);
+    g.domains = (n + per - 1) / per;
+    return g;
+  }
+  // Otherwise count: members base + i*s rise with i, so each domain's are consecutive i.
+  g.domains = g.per_domain = 0;
+  int run = 0, current = -1;
+  for (int i = 0; i < n; ++i) {
+    const int domain = (base + i * s) / domain_;
+    if (domain != current) {
+      ++g.domains;
+      current = domain;
+      run = 0;
+    }
+    // The most crowded domain bounds the intra-domain phase (domains need not hold equal shares).
+    g.per_domain = std::max(g.per_domain, ++run);
+  }
   return g;
 }
 

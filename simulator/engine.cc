@@ -59,16 +59,15 @@ class Replay {
  public:
   Replay(const EngineSetup& s, const std::vector<std::vector<PipelineOp>>& sched)
       : s_(s), sched_(sched), ent_(make_entities(s.plan, s.full_ranks, s.scale_up_domain)) {
-    const int vstages = s.plan.pp * s.plan.vpp;
     const int64_t m = s.plan.num_microbatches();
     for (auto* f : {&fin_f_, &fin_b_, &fin_w_})
-      f->assign(ent_.count, std::vector<double>(vstages * m, kUnset));
+      f->assign(ent_.count, std::vector<double>(s.plan.vpp * m, kUnset));
     arrive_f_ = fin_f_;
     arrive_b_ = fin_b_;
     compute_free_.assign(ent_.count, 0);
     p2p_free_.assign(ent_.count, 0);
     cursor_.assign(ent_.count, 0);
-    act_.assign(ent_.count, 0);
+    act_.assign(ent_.count, ActivationLedger{});
     res_.ranks.resize(ent_.count);
     res_.stage_of_rank = ent_.stage;
     last_bwd_.assign(ent_.count, std::vector<std::pair<double, double>>(s.plan.vpp, {0, 0}));
@@ -81,20 +80,9 @@ class Replay {
   }
 
  private:
-  int idx(int vs, int mb) const { return vs * static_cast<int>(s_.plan.num_microbatches()) + mb; }
-
-  const PassCost& pass_cost(const StageCost& st, PassKind k) const {
-    switch (k) {
-      case PassKind::kForward:
-        return st.forward;
-      case PassKind::kBackward:
-        return st.backward;
-      case PassKind::kBackwardInput:
-        return st.backward_input;
-      case PassKind::kBackwardWeight:
-        return st.backward_weight;
-    }
-    return st.forward;
+  /// Index of (virtual stage, microbatch) among those of the entity that runs the stage.
+  int idx(int vs, int mb) const {
+    return (vs / s_.plan.pp) * static_cast<int>(s_.plan.num_microbatches()) + mb;
   }
 
   /// Earliest start of op on entity e from its data dependencies, or kUnset if not yet known.
@@ -139,20 +127,8 @@ class Replay {
     compute_free_[e] = end;
     RankOutcome& out = res_.ranks[e];
     for (int c = 0; c < kNumCategories; ++c) out.busy_by_category[c] += pc.by_category[c];
-    // Activation memory: stored from forward until the backward that reads it. In zero-bubble
-    // schedules B frees all but the weight-GEMM inputs, which W frees.
-    double transient = 0;
-    if (op.kind == PassKind::kForward) {
-      act_[e] += st.act_bytes_per_microbatch;
-      transient = st.has_output ? st.transient_bytes : 0;
-    } else if (op.kind != PassKind::kBackwardWeight) {
-      transient = st.transient_bytes;
-    }
-    out.peak_activation_bytes = std::max(out.peak_activation_bytes, act_[e] + transient);
-    if (op.kind == PassKind::kBackward) act_[e] -= st.act_bytes_per_microbatch;
-    if (op.kind == PassKind::kBackwardInput)
-      act_[e] -= st.act_bytes_per_microbatch - st.weight_input_bytes_per_microbatch;
-    if (op.kind == PassKind::kBackwardWeight) act_[e] -= st.weight_input_bytes_per_microbatch;
+    act_[e].run(st, op.kind);
+    out.peak_activation_bytes = act_[e].peak_bytes();
     const int i = idx(vs, op.microbatch);
     if (op.kind == PassKind::kForward) {
       fin_f_[e][i] = end;
@@ -293,7 +269,8 @@ class Replay {
   const std::vector<std::vector<PipelineOp>>& sched_;
   Entities ent_;
   std::vector<std::vector<double>> fin_f_, fin_b_, fin_w_, arrive_f_, arrive_b_;
-  std::vector<double> compute_free_, p2p_free_, act_;
+  std::vector<double> compute_free_, p2p_free_;
+  std::vector<ActivationLedger> act_;
   std::vector<size_t> cursor_;
   std::vector<std::vector<std::pair<double, double>>> last_bwd_;
   EngineResult res_;

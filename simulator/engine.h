@@ -9,6 +9,7 @@
 /// actual peers and data-parallel collectives that start when every member is ready; both modes
 /// give the same answer for symmetric layouts (a test checks it).
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,50 @@ struct TraceSpan {
   int microbatch = -1, chunk = -1;
   PassKind pass = PassKind::kForward;
 };
+
+/// Activation bytes one rank stores as its passes run, in schedule order, and their peak with
+/// the working memory of the running pass. The order alone decides it (not the timing), so the
+/// planner's memory bound replays the same ledger without the engine.
+class ActivationLedger {
+ public:
+  // Inline: the planner's bound replays it for every pass of every candidate.
+  void run(const StageCost& st, PassKind kind) {
+    // Stored from forward until the backward that reads it. In zero-bubble schedules B frees all
+    // but the weight-GEMM inputs, which W frees. Working memory exists while a pass runs: the
+    // loss's logits in the last stage's forward, every backward's workspace.
+    double transient = 0;
+    if (kind == PassKind::kForward) {
+      current_ += st.act_bytes_per_microbatch;
+      transient = st.has_output ? st.transient_bytes : 0;
+    } else if (kind != PassKind::kBackwardWeight) {
+      transient = st.transient_bytes;
+    }
+    peak_ = std::max(peak_, current_ + transient);
+    if (kind == PassKind::kBackward) current_ -= st.act_bytes_per_microbatch;
+    if (kind == PassKind::kBackwardInput)
+      current_ -= st.act_bytes_per_microbatch - st.weight_input_bytes_per_microbatch;
+    if (kind == PassKind::kBackwardWeight) current_ -= st.weight_input_bytes_per_microbatch;
+  }
+  double peak_bytes() const { return peak_; }
+
+ private:
+  double current_ = 0, peak_ = 0;
+};
+
+/// The cost of one kind of pass through a virtual stage.
+inline const PassCost& pass_cost(const StageCost& st, PassKind k) {
+  switch (k) {
+    case PassKind::kForward:
+      return st.forward;
+    case PassKind::kBackward:
+      return st.backward;
+    case PassKind::kBackwardInput:
+      return st.backward_input;
+    case PassKind::kBackwardWeight:
+      return st.backward_weight;
+  }
+  return st.forward;
+}
 
 /// Everything the engine needs besides the schedule; built by simulate().
 struct EngineSetup {

@@ -36,6 +36,13 @@ void PassCost::add(OpCost op) {
   ops.push_back(std::move(op));
 }
 
+void PassCost::merge(const PassCost& other, bool keep_ops) {
+  time_s += other.time_s;
+  flops += other.flops;
+  for (int c = 0; c < kNumCategories; ++c) by_category[c] += other.by_category[c];
+  if (keep_ops) ops.insert(ops.end(), other.ops.begin(), other.ops.end());
+}
+
 namespace {
 
 constexpr double kBf16 = kBf16Bytes;
@@ -530,17 +537,13 @@ namespace {
 /// Backward = recompute, then input gradients, then weight gradients (all on one stream); the
 /// zero-bubble split keeps recompute with the input gradients.
 void assemble_backward(const PassCost& recompute, const PassCost& bwd_in, const PassCost& bwd_w,
-                       StageCost* s) {
+                       bool keep_ops, StageCost* s) {
   for (const PassCost* part : {&recompute, &bwd_in}) {
-    for (const auto& op : part->ops) {
-      s->backward.add(op);
-      s->backward_input.add(op);
-    }
+    s->backward.merge(*part, keep_ops);
+    s->backward_input.merge(*part, keep_ops);
   }
-  for (const auto& op : bwd_w.ops) {
-    s->backward.add(op);
-    s->backward_weight.add(op);
-  }
+  s->backward.merge(bwd_w, keep_ops);
+  s->backward_weight.merge(bwd_w, keep_ops);
 }
 
 /// Working memory of one layer's backward beyond its stored activations: the gradients of the
@@ -555,29 +558,56 @@ double backward_workspace_bytes(const ModelSpec& m, const ParallelPlan& p, int l
   return t * static_cast<double>(m.ffn_hidden) / p.tp * mats * kBf16;
 }
 
+/// One transformer layer of one kind (dense or MoE), lowered once and reused for every layer of
+/// that kind: layers of a kind are identical on a rank.
+struct LayerPasses {
+  bool built = false;
+  PassCost forward, bwd_in, bwd_w, recompute;
+  double dense_params = 0, expert_params = 0, act_bytes = 0, weight_input_bytes = 0;
+  double working_bytes = 0;  ///< backward workspace, plus rematerialised activations (full)
+};
+
+const LayerPasses& layer_passes(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b,
+                                int layer, LayerPasses kinds[2]) {
+  LayerPasses& lp = kinds[m.is_moe_layer(layer) ? 1 : 0];
+  if (lp.built) return lp;
+  lp.built = true;
+  lp.dense_params = dense_layer_params_local(m, p, layer);
+  lp.expert_params = expert_params_local(m, p, layer);
+  b.fsdp_layer(lp.dense_params + lp.expert_params);
+  b.attention_block();
+  if (m.is_moe_layer(layer))
+    b.moe_mlp();
+  else
+    b.dense_mlp(m.ffn_hidden);
+  b.flush_layer(&lp.forward, &lp.bwd_in, &lp.bwd_w, &lp.recompute, p.recompute);
+  lp.act_bytes = layer_activation_bytes(m, p, layer);
+  lp.weight_input_bytes = layer_weight_input_bytes(m, p, layer);
+  ParallelPlan none = p;
+  none.recompute = Recompute::kNone;
+  const double remat = p.recompute == Recompute::kFull ? layer_activation_bytes(m, none, layer) : 0;
+  lp.working_bytes = remat + backward_workspace_bytes(m, p, layer);
+  return lp;
+}
+
 /// The transformer layers of one virtual stage; returns the largest working memory one layer
 /// needs at a time: its backward workspace, plus, under full recompute, the activations it
 /// rematerialises.
-double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, StageCost* s,
-                    PassCost* recompute, PassCost* bwd_in, PassCost* bwd_w) {
-  ParallelPlan none = p;
-  none.recompute = Recompute::kNone;
+double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b,
+                    LayerPasses kinds[2], bool keep_ops, StageCost* s, PassCost* recompute,
+                    PassCost* bwd_in, PassCost* bwd_w) {
   double max_layer_act = 0;
   for (int l = s->first_layer; l < s->first_layer + s->layers; ++l) {
-    const double dense = dense_layer_params_local(m, p, l), experts = expert_params_local(m, p, l);
-    b.fsdp_layer(dense + experts);
-    b.attention_block();
-    if (m.is_moe_layer(l))
-      b.moe_mlp();
-    else
-      b.dense_mlp(m.ffn_hidden);
-    b.flush_layer(&s->forward, bwd_in, bwd_w, recompute, p.recompute);
-    s->dense_params += dense;
-    s->expert_params += experts;
-    s->act_bytes_per_microbatch += layer_activation_bytes(m, p, l);
-    s->weight_input_bytes_per_microbatch += layer_weight_input_bytes(m, p, l);
-    const double remat = p.recompute == Recompute::kFull ? layer_activation_bytes(m, none, l) : 0;
-    max_layer_act = std::max(max_layer_act, remat + backward_workspace_bytes(m, p, l));
+    const LayerPasses& lp = layer_passes(m, p, b, l, kinds);
+    s->forward.merge(lp.forward, keep_ops);
+    bwd_in->merge(lp.bwd_in, keep_ops);
+    bwd_w->merge(lp.bwd_w, keep_ops);
+    recompute->merge(lp.recompute, keep_ops);
+    s->dense_params += lp.dense_params;
+    s->expert_params += lp.expert_params;
+    s->act_bytes_per_microbatch += lp.act_bytes;
+    s->weight_input_bytes_per_microbatch += lp.weight_input_bytes;
+    max_layer_act = std::max(max_layer_act, lp.working_bytes);
   }
   return max_layer_act;
 }
@@ -602,13 +632,14 @@ double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int l
 }
 
 std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,
-                                    const RankMap& ranks) {
+                                    const RankMap& ranks, bool keep_ops) {
   const int stages = p.pp * p.vpp;
   std::vector<StageCost> out(stages);
   LayerBuilder b(m, p, hw, ranks);
   const Dims& d = b.dims();
   const double h = static_cast<double>(m.hidden);
   const double vocab_shard = static_cast<double>(m.vocab) / p.tp;
+  LayerPasses kinds[2];
   for (int vs = 0; vs < stages; ++vs) {
     StageCost& s = out[vs];
     s.virtual_stage = vs;
@@ -623,7 +654,7 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
       s.dense_params += vocab_shard * h;
     }
     // Full recompute rematerialises one layer's activations at a time during backward.
-    s.transient_bytes = lower_layers(m, p, b, &s, &recompute, &bwd_in, &bwd_w);
+    s.transient_bytes = lower_layers(m, p, b, kinds, keep_ops, &s, &recompute, &bwd_in, &bwd_w);
     if (p.attention == AttentionImpl::kUnfused && s.layers > 0) {
       // One layer's scores and probabilities exist at once while it runs.
       const double probs = kBf16 * d.q_heads * d.tokens * static_cast<double>(p.seq_len);
@@ -640,7 +671,7 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
       s.act_bytes_per_microbatch += d.tokens_sp * h * kBf16;  // the logits GEMM's input
       s.weight_input_bytes_per_microbatch += d.tokens_sp * h * kBf16;
     }
-    assemble_backward(recompute, bwd_in, bwd_w, &s);
+    assemble_backward(recompute, bwd_in, bwd_w, keep_ops, &s);
     s.p2p_bytes = d.tokens * h * kBf16 / (p.sequence_parallel ? p.tp : 1);
   }
   return out;

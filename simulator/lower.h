@@ -45,6 +45,8 @@ struct PassCost {
   double flops = 0;
   double by_category[kNumCategories] = {};
   void add(OpCost op);
+  /// Adds another pass's totals, and its ops when `keep_ops`.
+  void merge(const PassCost& other, bool keep_ops);
 };
 
 struct StageCost {
@@ -74,9 +76,11 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
 /// latents); all of it under full recompute, where the layer input is all that is stored.
 double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int layer);
 
-/// Lowers every virtual stage (pp * vpp of them, in model order).
+/// Lowers every virtual stage (pp * vpp of them, in model order). Each kind of layer (dense,
+/// MoE) is lowered once and repeated. Without `keep_ops` the passes carry totals only (the
+/// planner's bounds and untraced simulations need nothing else).
 std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,
-                                    const RankMap& ranks);
+                                    const RankMap& ranks, bool keep_ops = true);
 
 /// FLOPs of one training step of the whole model under a counting convention:
 /// attention `causal` halves the score/value products; `with_recompute` adds recomputed work.

@@ -4,16 +4,11 @@
 #include <set>
 #include <sstream>
 
+#include "core/text.h"
 #include "core/units.h"
 
 namespace parallax {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string layout(const ParallelPlan& p) {
   std::ostringstream os;
@@ -46,30 +41,34 @@ std::string format_table(const StepReport& r) {
   os << r.model << " on " << r.gpus << " x " << r.hardware << "\n";
   os << "  layout     " << layout(r.plan) << "\n";
   os << "  settings   " << settings(r.plan) << "\n\n";
-  os << "  step time            " << fmt("%.3f s", r.step_time_s) << "\n";
-  os << "  tokens/s             " << fmt("%.0f", r.tokens_per_s) << "  ("
-     << fmt("%.1f", r.tokens_per_s_per_gpu) << " per GPU)\n";
-  os << "  model TFLOP/s/GPU    " << fmt("%.1f", r.model_tflops_per_gpu) << "  MFU "
-     << fmt("%.1f%%", 100 * r.mfu) << "\n";
-  os << "  hardware TFLOP/s/GPU " << fmt("%.1f", r.hardware_tflops_per_gpu) << "  HFU "
-     << fmt("%.1f%%", 100 * r.hfu) << "\n";
-  os << "  peak memory          " << fmt("%.1f GiB", r.peak_memory_gib) << " of "
-     << fmt("%.0f GiB", r.hbm_gib) << (r.fits ? "  (fits)" : "  (OUT OF MEMORY)") << "\n\n";
+  os << "  step time            " << format_number("%.3f s", r.step_time_s) << "\n";
+  os << "  tokens/s             " << format_number("%.0f", r.tokens_per_s) << "  ("
+     << format_number("%.1f", r.tokens_per_s_per_gpu) << " per GPU)\n";
+  os << "  model TFLOP/s/GPU    " << format_number("%.1f", r.model_tflops_per_gpu) << "  MFU "
+     << format_number("%.1f%%", 100 * r.mfu) << "\n";
+  os << "  hardware TFLOP/s/GPU " << format_number("%.1f", r.hardware_tflops_per_gpu) << "  HFU "
+     << format_number("%.1f%%", 100 * r.hfu) << "\n";
+  os << "  peak memory          " << format_number("%.1f GiB", r.peak_memory_gib) << " of "
+     << format_number("%.0f GiB", r.hbm_gib) << (r.fits ? "  (fits)" : "  (OUT OF MEMORY)")
+     << "\n\n";
   os << "  breakdown (pipeline stage " << r.critical_stage << ")\n";
   for (CostCategory c : kShown) {
     const double t = r.breakdown_s[static_cast<int>(c)];
     os << "    "
        << std::string(to_string(c)) + std::string(12 - std::string(to_string(c)).size(), ' ')
-       << fmt("%9.3f s", t) << fmt("  %5.1f%%", 100 * t / r.step_time_s) << "\n";
+       << format_number("%9.3f s", t) << format_number("  %5.1f%%", 100 * t / r.step_time_s)
+       << "\n";
   }
   os << "\n  memory per stage (GiB)  weights   grads   optim   activ   buffers   total\n";
   for (const auto& s : r.stages) {
     const auto& m = s.memory;
-    os << "    stage " << fmt("%-3.0f", static_cast<double>(s.pipeline_rank)) << "           "
-       << fmt("%7.1f", m.weights_bytes / kGiB) << fmt(" %7.1f", m.grads_bytes / kGiB)
-       << fmt(" %7.1f", m.optimizer_bytes / kGiB) << fmt(" %7.1f", m.activations_bytes / kGiB)
-       << fmt(" %9.1f", (m.buffers_bytes + m.reserved_bytes) / kGiB)
-       << fmt(" %7.1f", m.total() / kGiB) << "\n";
+    os << "    stage " << format_number("%-3.0f", static_cast<double>(s.pipeline_rank))
+       << "           " << format_number("%7.1f", m.weights_bytes / kGiB)
+       << format_number(" %7.1f", m.grads_bytes / kGiB)
+       << format_number(" %7.1f", m.optimizer_bytes / kGiB)
+       << format_number(" %7.1f", m.activations_bytes / kGiB)
+       << format_number(" %9.1f", (m.buffers_bytes + m.reserved_bytes) / kGiB)
+       << format_number(" %7.1f", m.total() / kGiB) << "\n";
   }
   for (const auto& n : r.notes) os << "  note: " << n << "\n";
   return os.str();

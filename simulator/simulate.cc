@@ -11,11 +11,10 @@ namespace {
 
 /// Gradient and parameter synchronisation of one virtual stage across its data-parallel group.
 void data_parallel_sync(const ParallelPlan& p, const StageCost& st, const CollectiveCost& comm,
-                        const RankMap& ranks, double* grad_s, double* param_s) {
+                        const GroupShape& dense, const GroupShape& expert, double* grad_s,
+                        double* param_s) {
   *grad_s = *param_s = 0;
   if (p.shards_params() && p.pp == 1) return;  // per-layer gathers and reductions in the passes
-  const GroupShape dense = ranks.shape(GroupKind::kDpCp);
-  const GroupShape expert = ranks.shape(GroupKind::kExpertDp);
   const bool scatter = p.shards_optimizer();
   const CollectiveOp op = scatter ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   // Gradients are reduced in fp32 (Megatron's default grad buffer; FSDP2's reduce dtype).
@@ -42,7 +41,7 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
   CollectiveCost comm(hw);
   EngineSetup setup;
   setup.plan = p;
-  setup.stages = lower_stages(m, p, hw, ranks);
+  setup.stages = lower_stages(m, p, hw, ranks, /*keep_ops=*/opt.record_trace);
   setup.full_ranks = opt.full_ranks;
   setup.overlap_slowdown = comm.overlap_slowdown();
   setup.record_trace = opt.record_trace;
@@ -54,8 +53,10 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
   const int vstages = p.pp * p.vpp;
   setup.grad_sync_s.resize(vstages);
   setup.param_sync_s.resize(vstages);
+  const GroupShape dense_dp = ranks.shape(GroupKind::kDpCp);
+  const GroupShape expert_dp_shape = ranks.shape(GroupKind::kExpertDp);
   for (int vs = 0; vs < vstages; ++vs)
-    data_parallel_sync(p, setup.stages[vs], comm, ranks, &setup.grad_sync_s[vs],
+    data_parallel_sync(p, setup.stages[vs], comm, dense_dp, expert_dp_shape, &setup.grad_sync_s[vs],
                        &setup.param_sync_s[vs]);
   if (m.tied_embeddings && vstages > 1) {
     // The first and last stages each hold the tied embedding and all-reduce its fp32 gradient
@@ -88,6 +89,15 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
   return setup;
 }
 
+/// Adds to a stage's parameter memory its peak activations, the two p2p buffers (send and
+/// receive) and the runtime's reserve.
+void complete_stage_memory(const EngineSetup& setup, const HwProfile& hw, double peak_activation,
+                           MemoryBreakdown* mem) {
+  mem->activations_bytes = peak_activation;
+  mem->buffers_bytes += 2 * setup.stages[0].p2p_bytes;
+  mem->reserved_bytes = hw.reserved_gib * kGiB;
+}
+
 /// Copies each stage's simulated outcome (its first entity represents it) into the report and
 /// picks the busiest stage (least bubble) to explain the step.
 void collect_stage_outcomes(const EngineSetup& setup, const HwProfile& hw, StepReport* r) {
@@ -99,9 +109,7 @@ void collect_stage_outcomes(const EngineSetup& setup, const HwProfile& hw, StepR
     const RankOutcome& o = r->engine.ranks[e];
     StageReport& sr = r->stages[stage];
     std::copy(std::begin(o.busy_by_category), std::end(o.busy_by_category), sr.busy_by_category);
-    sr.memory.activations_bytes = o.peak_activation_bytes;
-    sr.memory.buffers_bytes += 2 * setup.stages[0].p2p_bytes;
-    sr.memory.reserved_bytes = hw.reserved_gib * kGiB;
+    complete_stage_memory(setup, hw, o.peak_activation_bytes, &sr.memory);
   }
   double least_bubble = 1e300;
   for (const auto& sr : r->stages) {
@@ -154,15 +162,54 @@ std::vector<std::string> layout_notes(const ModelSpec& m, const HwProfile& hw,
 
 }  // namespace
 
-Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
-                            const SimulationOptions& opt) {
+namespace {
+
+/// Validates the inputs and builds the schedule (every problem reported).
+Result<std::vector<std::vector<PipelineOp>>> checked_schedule(const ModelSpec& m, const Cluster& c,
+                                                              const ParallelPlan& p,
+                                                              const FieldLocator& locate) {
   Diagnostics errs = validate_model(m, "model");
-  auto perr = validate_plan(m, c, p, opt.locate);
+  auto perr = validate_plan(m, c, p, locate);
   errs.insert(errs.end(), perr.begin(), perr.end());
   auto sched = build_pipeline_schedule(
       p.schedule, p.pp, p.vpp, static_cast<int>(std::max<int64_t>(1, p.num_microbatches())));
   if (errs.empty() && !sched) errs = sched.errors();
   if (!errs.empty()) return errs;
+  return std::move(sched.value());
+}
+
+/// One pipeline rank of StepBounds (see simulate.h), from a schedule of `replayed` microbatches;
+/// the other `extra` microbatches run whole in the steady state, before the cool-down that
+/// follows the last backward. `head` and `tail` are the rank's sums over the stages before it.
+/// Returns the time bound and sets the rank's activation peak.
+double rank_bounds(const EngineSetup& setup, const std::vector<PipelineOp>& ops, int r,
+                   int64_t extra, double head, double tail, double* peak_activation) {
+  const int pp = setup.plan.pp;
+  double per_microbatch = 0;
+  for (int c = 0; c < setup.plan.vpp; ++c) {
+    const StageCost& st = setup.stages[virtual_stage(r, c, pp)];
+    per_microbatch += st.forward.time_s + st.backward.time_s;  // backward = B + W
+  }
+  double work = static_cast<double>(extra) * per_microbatch, work_to_last_backward = work;
+  ActivationLedger ledger;
+  for (const PipelineOp& op : ops) {
+    const StageCost& st = setup.stages[virtual_stage(r, op.chunk, pp)];
+    ledger.run(st, op.kind);
+    work += pass_cost(st, op.kind).time_s;
+    if (op.kind != PassKind::kForward && op.kind != PassKind::kBackwardWeight)
+      work_to_last_backward = work;
+  }
+  *peak_activation = ledger.peak_bytes();
+  return std::max(head + work + setup.optimizer_s[r],
+                  head + work_to_last_backward + tail + setup.optimizer_s[0]);
+}
+
+}  // namespace
+
+Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
+                            const SimulationOptions& opt) {
+  auto sched = checked_schedule(m, c, p, opt.locate);
+  if (!sched) return sched.errors();
 
   StepReport r;
   r.model = m.name;
@@ -177,6 +224,66 @@ Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const Parallel
   derive_rates(m, c, p, &r);
   r.notes = layout_notes(m, c.hw, p);
   return r;
+}
+
+double state_memory_gib(const ModelSpec& m, const Cluster& c, const ParallelPlan& p) {
+  std::vector<StageReport> stages;
+  build_engine_setup(m, c.hw, p, SimulationOptions{}, &stages);
+  double most = 0;
+  for (StageReport& sr : stages) {
+    sr.memory.reserved_bytes = c.hw.reserved_gib * kGiB;
+    most = std::max(most, sr.memory.total());
+  }
+  return most / kGiB;
+}
+
+int64_t bounds_replay_microbatches(const ParallelPlan& p) {
+  // Every schedule reaches its activation peak in the warm-up and ends with a cool-down that does
+  // not depend on the microbatch count, so replaying 2*pp microbatches (a multiple of pp, as
+  // interleaving needs) gives the same peak and the same tail; the rest is steady state.
+  return std::min<int64_t>(std::max<int64_t>(1, p.num_microbatches()), 2 * p.pp);
+}
+
+Result<StepBounds> step_bounds(const ModelSpec& m, const Cluster& c, const ParallelPlan& p) {
+  auto sched = build_pipeline_schedule(p.schedule, p.pp, p.vpp,
+                                       static_cast<int>(bounds_replay_microbatches(p)));
+  if (!sched) {
+    Diagnostics errs = validate_model(m, "model");
+    auto perr = validate_plan(m, c, p, flag_locator());
+    errs.insert(errs.end(), perr.begin(), perr.end());
+    return errs.empty() ? sched.errors() : errs;
+  }
+  return step_bounds(m, c, p, sched.value());
+}
+
+Result<StepBounds> step_bounds(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
+                               const std::vector<std::vector<PipelineOp>>& replay) {
+  Diagnostics errs = validate_model(m, "model");
+  auto perr = validate_plan(m, c, p, flag_locator());
+  errs.insert(errs.end(), perr.begin(), perr.end());
+  if (!errs.empty()) return errs;
+  const int64_t microbatches = std::max<int64_t>(1, p.num_microbatches());
+  const int64_t replayed = bounds_replay_microbatches(p);
+  PX_CHECK(replay.size() == static_cast<size_t>(p.pp),
+           "replayed schedule has " << replay.size() << " ranks, the plan pp=" << p.pp);
+  const auto* sched = &replay;
+  std::vector<StageReport> stages;
+  const EngineSetup setup = build_engine_setup(m, c.hw, p, SimulationOptions{}, &stages);
+  StepBounds b;
+  const bool zb = p.schedule == ScheduleKind::kZeroBubbleH1;
+  double head = 0, tail = 0;  // over virtual stages 0..r-1 (see simulate.h)
+  for (int r = 0; r < p.pp; ++r) {
+    double peak_activation = 0;
+    const double t =
+        rank_bounds(setup, (*sched)[r], r, microbatches - replayed, head, tail, &peak_activation);
+    b.step_time_lower_s = std::max(b.step_time_lower_s, t);
+    complete_stage_memory(setup, c.hw, peak_activation, &stages[r].memory);
+    b.peak_memory_gib = std::max(b.peak_memory_gib, stages[r].memory.total() / kGiB);
+    const StageCost& st = setup.stages[r];
+    head += st.forward.time_s + setup.p2p_time_s;
+    tail += (zb ? st.backward_input : st.backward).time_s + setup.p2p_time_s;
+  }
+  return b;
 }
 
 }  // namespace parallax

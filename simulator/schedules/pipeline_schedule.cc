@@ -120,8 +120,6 @@ std::vector<PipelineOp> zero_bubble_h1_rank(int pp, int m, int rank) {
 
 }  // namespace
 
-int virtual_stage(int rank, int chunk, int pp) { return chunk * pp + rank; }
-
 Result<Schedule> build_pipeline_schedule(ScheduleKind kind, int pp, int vpp, int num_microbatches) {
   Diagnostics errors = validate(kind, pp, vpp, num_microbatches);
   if (!errors.empty()) return errors;

@@ -34,7 +34,7 @@ struct OpRef {
 
 /// Virtual stage of (rank, chunk) in model order: chunk * pp + rank (Megatron interleaving, so
 /// chunk c of every rank comes before chunk c+1 of any rank).
-int virtual_stage(int rank, int chunk, int pp);
+inline int virtual_stage(int rank, int chunk, int pp) { return chunk * pp + rank; }
 
 /// The order in which each pipeline rank runs its passes for one optimizer step; result[r] is
 /// rank r's list.
