@@ -1,0 +1,89 @@
+#pragma once
+/// Private to planner/launch: one rule checker, one text writer and one list of notes per
+/// framework, and the helpers they share. launch.cc dispatches to them; nothing else includes
+/// this header.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "planner/launch/launch.h"
+
+namespace parallax::launch {
+
+// ---- shared helpers (launch.cc) ---------------------------------------------------------------
+
+/// Collects `where: what (hint)` diagnostics located at plan fields ("plan/parallel/zero",
+/// "plan/batch/global_batch", "plan/seq_len", "plan/cluster/num_gpus", ...).
+class RuleSink {
+ public:
+  explicit RuleSink(Diagnostics* out) : out_(out) {}
+  /// `field` is a plan field name of FieldLocator (tp pp dp cp ep etp vpp mbs gbs seq sp zero
+  /// schedule precision gpus, or another plan member such as "recompute").
+  void refuse(const char* field, std::string what, std::string hint = "");
+  /// A diagnostic at a path that is not a plan field (e.g. "cluster/hw/gpus_per_node").
+  void refuse_at(std::string where, std::string what, std::string hint = "");
+
+ private:
+  Diagnostics* out_;
+};
+
+/// "llama3.1-70b on 64 x h100-sxm-80gb: tp=8 pp=4 vpp=5 dp=2 cp=1 ep=1 etp=1, mbs=1 gbs=128
+/// seq=8192"
+std::string plan_summary(const LaunchRequest& r);
+/// Shortest round-trip text of a number: 0 -> "0", 0.1 -> "0.1".
+std::string number_text(double v);
+/// Each note as a "# ..." line (with the trailing newline).
+std::string comment_lines(const std::vector<std::string>& notes);
+/// The lines joined with " \\\n" (a shell command continued over lines), each indented by
+/// `indent` spaces; the last line has no continuation. Ends with a newline.
+std::string shell_continued(const std::vector<std::string>& lines, int indent);
+/// "{1,2,4,5,8,...}": the divisors of n, for hints.
+std::string divisors_text(int64_t n);
+/// True when the model's layers split into the plan's pp*vpp virtual stages of equal size.
+bool even_stage_split(const ModelSpec& m, const ParallelPlan& p);
+
+// ---- Megatron-LM (megatron.cc) ----------------------------------------------------------------
+
+void check_megatron(const LaunchRequest& r, RuleSink& sink);
+/// pretrain_gpt.py arguments, one flag (with its value) per entry.
+std::vector<std::string> megatron_args(const LaunchRequest& r);
+/// Environment lines ("export NAME=value") the Megatron arguments need, e.g.
+/// CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 or cp > 1.
+std::vector<std::string> megatron_env(const LaunchRequest& r);
+/// ZeRO-2/3 and FSDP run as Megatron FSDP (--use-megatron-fsdp).
+bool uses_megatron_fsdp(const ParallelPlan& p);
+/// Notes for every way of running pretrain_gpt.py; megatron_notes adds the environment.
+std::vector<std::string> megatron_common_notes(const LaunchRequest& r);
+std::vector<std::string> megatron_notes(const LaunchRequest& r);
+std::string emit_megatron(const LaunchRequest& r);
+
+// ---- DeepSpeed (deepspeed.cc) -----------------------------------------------------------------
+
+void check_deepspeed(const LaunchRequest& r, RuleSink& sink);
+std::vector<std::string> deepspeed_notes(const LaunchRequest& r);
+std::string emit_deepspeed(const LaunchRequest& r);
+
+// ---- TorchTitan (torchtitan.cc) ---------------------------------------------------------------
+
+void check_torchtitan(const LaunchRequest& r, RuleSink& sink);
+std::vector<std::string> torchtitan_notes(const LaunchRequest& r);
+std::string emit_torchtitan(const LaunchRequest& r);
+
+// ---- torchrun and Slurm (cluster_scripts.cc) --------------------------------------------------
+
+/// The node layout both scripts launch: whole nodes, or one node with fewer GPUs.
+struct NodeLayout {
+  int nodes = 0;
+  int procs_per_node = 0;
+  bool partial_node = false;  ///< one node, fewer GPUs than it has
+};
+NodeLayout node_layout(const Cluster& c);
+void check_node_layout(const LaunchRequest& r, RuleSink& sink);
+std::vector<std::string> torchrun_notes(const LaunchRequest& r);
+std::string emit_torchrun(const LaunchRequest& r);
+std::vector<std::string> slurm_notes(const LaunchRequest& r);
+std::string emit_slurm(const LaunchRequest& r);
+
+}  // namespace parallax::launch

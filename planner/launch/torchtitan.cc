@@ -1,0 +1,204 @@
+// TorchTitan: the [training], [parallelism], [activation_checkpoint] (and, for fp8 or async TP,
+// [compile] and [quantize.linear.float8]) sections of a TOML job config, and TorchTitan's rules.
+//
+// Field names are those of the TOML-era JobConfig, torchtitan/config/job_config.py
+// (pytorch/torchtitan, late 2025): Parallelism.data_parallel_replicate_degree,
+// data_parallel_shard_degree, tensor_parallel_degree, enable_async_tensor_parallel (effective only
+// with compile), pipeline_parallel_degree, module_fqns_per_model_part,
+// pipeline_parallel_schedule, pipeline_parallel_microbatch_size, context_parallel_degree,
+// context_parallel_rotate_method ("allgather" | "alltoall"), expert_parallel_degree,
+// expert_tensor_parallel_degree (1 or tp); Training.local_batch_size, global_batch_size, seq_len;
+// ActivationCheckpoint.mode ("selective" | "full" | "none"), selective_ac_option ("op");
+// Compile.enable, components; Float8Linear under [quantize.linear.float8], enabled by the
+// "quantize.linear.float8" model converter. Schedules come from
+// torch.distributed.pipelining.get_schedule_class: single-stage 1F1B and GPipe, multi-stage
+// Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble and DualPipeV. TorchTitan's tensor
+// parallel plan always shards the sequence between TP regions (SequenceParallel) and shards data
+// parallelism only with FSDP2 (parameters, gradients and optimizer state together).
+
+#include <string>
+#include <vector>
+
+#include "planner/launch/emitters.h"
+
+namespace parallax::launch {
+namespace {
+
+/// Replicated data parallelism (DDP) unless the plan shards parameters (ZeRO-3 or FSDP).
+bool fsdp_sharded(const ParallelPlan& p) { return p.shards_params(); }
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+/// TorchTitan's module names for each virtual stage of the plan's own split: the embedding on
+/// the first, the final norm and output layer on the last.
+std::string model_parts(const LaunchRequest& r) {
+  const ParallelPlan& p = r.plan;
+  const int stages = p.pp * p.vpp;
+  std::string s = "module_fqns_per_model_part = [\n";
+  for (int v = 0; v < stages; ++v) {
+    std::vector<std::string> names;
+    if (v == 0) names.push_back("tok_embeddings");
+    const int first = first_layer_of_virtual_stage(r.model, p, v);
+    const int count = layers_in_virtual_stage(r.model, p, v);
+    for (int l = first; l < first + count; ++l) names.push_back("layers." + std::to_string(l));
+    if (v == stages - 1) {
+      names.push_back("norm");
+      names.push_back("output");
+    }
+    s += "  [";
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i > 0) s += ", ";
+      s += quoted(names[i]);
+    }
+    s += "],\n";
+  }
+  return s + "]\n";
+}
+
+std::string training_section(const LaunchRequest& r) {
+  const ParallelPlan& p = r.plan;
+  // With pipelining the local batch is every microbatch of one step (TorchTitan splits it into
+  // pipeline_parallel_microbatch_size pieces); without, it is one microbatch and TorchTitan
+  // accumulates global_batch_size / (local_batch_size * dp) of them.
+  const int64_t local = p.pp > 1 ? p.global_batch / p.dp : p.micro_batch;
+  return "[training]\nlocal_batch_size = " + std::to_string(local) +
+         "\nglobal_batch_size = " + std::to_string(p.global_batch) +
+         "\nseq_len = " + std::to_string(p.seq_len) + "\n";
+}
+
+std::string parallelism_section(const LaunchRequest& r) {
+  const ParallelPlan& p = r.plan;
+  const bool shard = fsdp_sharded(p);
+  std::string s = "[parallelism]\n";
+  s += "data_parallel_replicate_degree = " + std::to_string(shard ? 1 : p.dp) + "\n";
+  s += "data_parallel_shard_degree = " + std::to_string(shard ? p.dp : 1) + "\n";
+  s += "tensor_parallel_degree = " + std::to_string(p.tp) + "\n";
+  if (p.tp > 1 && p.overlap_tp_comm) s += "enable_async_tensor_parallel = true\n";
+  s += "context_parallel_degree = " + std::to_string(p.cp) + "\n";
+  // "alltoall" passes KV shards around the ring; "allgather" gathers them all at once.
+  if (p.cp > 1)
+    s += std::string("context_parallel_rotate_method = ") +
+         (p.cp_comm == CpComm::kRing ? "\"alltoall\"" : "\"allgather\"") + "\n";
+  s += "pipeline_parallel_degree = " + std::to_string(p.pp) + "\n";
+  if (p.pp > 1) {
+    s += std::string("pipeline_parallel_schedule = ") +
+         (p.vpp > 1 ? "\"Interleaved1F1B\"" : "\"1F1B\"") + "\n";
+    s += "pipeline_parallel_microbatch_size = " + std::to_string(p.micro_batch) + "\n";
+    s += model_parts(r);
+  }
+  if (r.model.moe) {
+    s += "expert_parallel_degree = " + std::to_string(p.ep) + "\n";
+    s += "expert_tensor_parallel_degree = " + std::to_string(p.etp) + "\n";
+  }
+  return s;
+}
+
+std::string activation_checkpoint_section(const ParallelPlan& p) {
+  std::string s = "[activation_checkpoint]\nmode = ";
+  switch (p.recompute) {
+    case Recompute::kNone:
+      return s + "\"none\"\n";
+    case Recompute::kSelective:
+      // Per-op selective checkpointing: TorchTitan's analogue of recomputing attention only.
+      return s + "\"selective\"\nselective_ac_option = \"op\"\n";
+    case Recompute::kFull:
+      return s + "\"full\"\n";
+  }
+  return s + "\"none\"\n";
+}
+
+std::string fp8_sections(const ParallelPlan& p) {
+  if (p.precision != Precision::kFp8) return "";
+  std::string s = "[model]\nconverters = [\"quantize.linear.float8\"]\n\n";
+  s += "[quantize.linear.float8]\n";
+  if (fsdp_sharded(p)) {
+    s += "enable_fsdp_float8_all_gather = true\n";
+    s += "precompute_float8_dynamic_scale_for_fsdp = true\n";
+  }
+  return s + "filter_fqns = [\"output\"]\n";
+}
+
+}  // namespace
+
+void check_torchtitan(const LaunchRequest& r, RuleSink& sink) {
+  const ParallelPlan& p = r.plan;
+  if (!p.fsdp && (p.zero_stage == 1 || p.zero_stage == 2))
+    sink.refuse("zero",
+                "TorchTitan shards data parallelism only with FSDP2 (parameters, gradients and "
+                "optimizer state together), got zero=" +
+                    std::to_string(p.zero_stage),
+                "use --fsdp 1 (data_parallel_shard_degree) or zero=0 (DDP, "
+                "data_parallel_replicate_degree)");
+  if (p.tp > 1 && !p.sequence_parallel)
+    sink.refuse("sp",
+                "TorchTitan's tensor parallelism always runs sequence parallel between TP "
+                "regions, got tp=" +
+                    std::to_string(p.tp) + " without sp",
+                "use --sp 1");
+  if (p.schedule == ScheduleKind::kZeroBubbleH1)
+    sink.refuse("schedule",
+                "torch.distributed.pipelining has no single-stage zero-bubble (ZB-H1) schedule",
+                "its zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) run two or "
+                "more stages per rank; use --schedule interleaved or 1f1b");
+  if (r.model.moe && p.ep > 1) {
+    if (p.etp != 1 && p.etp != p.tp)
+      sink.refuse("etp",
+                  "TorchTitan's expert tensor parallelism is 1 or tp=" + std::to_string(p.tp) +
+                      ", got etp=" + std::to_string(p.etp),
+                  "use etp=1 or etp=tp");
+    // Experts borrow ranks from FSDP and context parallelism (and TP when etp = 1).
+    const int shard = fsdp_sharded(p) ? p.dp : 1;
+    const int unit = p.etp == 1 ? p.cp * p.tp : p.cp;
+    const int span = shard * unit;
+    if (p.ep % unit != 0 || span % p.ep != 0)
+      sink.refuse(
+          "ep",
+          "TorchTitan lays ep=" + std::to_string(p.ep) + " over the FSDP-shard x cp" +
+              std::string(p.etp == 1 ? " x tp" : "") + " ranks (" + std::to_string(span) +
+              "): ep must be a multiple of " + std::to_string(unit) + " that divides " +
+              std::to_string(span),
+          "experts shard over the FSDP dimension: use --fsdp 1, or ep in " + divisors_text(span));
+  }
+}
+
+std::vector<std::string> torchtitan_notes(const LaunchRequest& r) {
+  const ParallelPlan& p = r.plan;
+  std::vector<std::string> notes = {
+      "Merge into a TOML job config (--job.config_file) of TorchTitan's TOML-era JobConfig; "
+      "newer releases take these fields from Python config_registry functions instead.",
+      "Set [model] name and flavor to TorchTitan's definition of " + r.model.name +
+          "; tokenizer, optimizer and data settings are not part of the plan."};
+  if (p.pp > 1)
+    notes.push_back(
+        "module_fqns_per_model_part uses TorchTitan's decoder module names "
+        "(tok_embeddings, layers.N, norm, output) and reproduces parallax's layer "
+        "split.");
+  if (p.tp > 1 && p.overlap_tp_comm)
+    notes.push_back(
+        "Async tensor parallelism works only under torch.compile: [compile] is "
+        "enabled.");
+  if (!fsdp_sharded(p) && p.cp > 1)
+    notes.push_back(
+        "TorchTitan applies FSDP over the context-parallel ranks even without "
+        "data_parallel_shard_degree, so parameters are sharded over cp=" +
+        std::to_string(p.cp) + " unlike the plan's replicated (zero=0) layout.");
+  return notes;
+}
+
+std::string emit_torchtitan(const LaunchRequest& r) {
+  const ParallelPlan& p = r.plan;
+  std::string s = "# TorchTitan job config: " + plan_summary(r) + "\n" +
+                  comment_lines(torchtitan_notes(r)) + "\n";
+  s += training_section(r) + "\n";
+  s += parallelism_section(r) + "\n";
+  s += activation_checkpoint_section(p);
+  if (p.precision == Precision::kFp8 || (p.tp > 1 && p.overlap_tp_comm))
+    s += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
+  if (p.precision == Precision::kFp8) {
+    s += "\n";
+    s += fp8_sections(p);
+  }
+  return s;
+}
+
+}  // namespace parallax::launch
