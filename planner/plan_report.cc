@@ -1,0 +1,176 @@
+#include "planner/plan_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "core/text.h"
+#include "core/units.h"
+#include "simulator/report.h"
+
+namespace parallax {
+namespace {
+
+double headroom_pct(const StepReport& r) {
+  return 100.0 * (r.hbm_gib - r.peak_memory_gib) / r.hbm_gib;
+}
+
+/// One line per layout field that differs: "pp 4 -> 8".
+std::vector<std::string> layout_differences(const ParallelPlan& a, const ParallelPlan& b) {
+  std::vector<std::string> out;
+  auto num = [&](const char* name, int64_t x, int64_t y) {
+    if (x != y)
+      out.push_back(std::string(name) + " " + std::to_string(x) + " vs " + std::to_string(y));
+  };
+  auto word = [&](const char* name, const std::string& x, const std::string& y) {
+    if (x != y) out.push_back(std::string(name) + " " + x + " vs " + y);
+  };
+  num("gpus", a.gpus(), b.gpus());
+  num("tp", a.tp, b.tp);
+  num("pp", a.pp, b.pp);
+  num("dp", a.dp, b.dp);
+  num("cp", a.cp, b.cp);
+  num("ep", a.ep, b.ep);
+  num("etp", a.etp, b.etp);
+  num("vpp", a.vpp, b.vpp);
+  num("mbs", a.micro_batch, b.micro_batch);
+  word("sequence parallel", a.sequence_parallel ? "on" : "off", b.sequence_parallel ? "on" : "off");
+  word("recompute", to_string(a.recompute), to_string(b.recompute));
+  word("sharding", a.fsdp ? "fsdp" : "zero" + std::to_string(a.zero_stage),
+       b.fsdp ? "fsdp" : "zero" + std::to_string(b.zero_stage));
+  word("schedule", to_string(a.schedule), to_string(b.schedule));
+  word("cp exchange", to_string(a.cp_comm), to_string(b.cp_comm));
+  return out;
+}
+
+}  // namespace
+
+CostCategory biggest_exposed_cost(const StepReport& r) {
+  CostCategory best = CostCategory::kBubble;
+  double most = -1;
+  for (int c = 0; c < kNumCategories; ++c) {
+    const auto cat = static_cast<CostCategory>(c);
+    if (cat == CostCategory::kCompute) continue;
+    if (r.breakdown_s[c] > most) {
+      most = r.breakdown_s[c];
+      best = cat;
+    }
+  }
+  return best;
+}
+
+Json plan_file_json(const ModelSpec& m, const StepReport& r) {
+  Json j = plan_to_json(r.plan);
+  j["format"] = kPlanFormat;
+  j["model"] = to_json(m);
+  j["cluster"] = {{"gpu", r.hardware}, {"num_gpus", r.gpus}};
+  j["predicted"] = {{"step_time_s", r.step_time_s},
+                    {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+                    {"mfu", r.mfu},
+                    {"peak_memory_gib", r.peak_memory_gib},
+                    {"hbm_gib", r.hbm_gib}};
+  return j;
+}
+
+std::string format_plan_table(const SearchResult& s, const SearchOptions& opt) {
+  const bool budget = opt.token_budget > 0;
+  size_t w = 8;
+  for (const RankedPlan& p : s.top) w = std::max(w, layout_label(p.report.plan).size() + 2);
+  std::string out = pad_right("#", 3) + pad_right("GPUs", 7) + pad_right("layout", w) +
+                    pad_right("step s", 9) + pad_right("tok/s/GPU", 11) + pad_right("MFU", 7) +
+                    pad_right("mem GiB", 9) + pad_right("free", 7) + "biggest exposed cost";
+  if (budget) out += "  days   GPU-hours";
+  out += "\n";
+  int rank = 0;
+  for (const RankedPlan& p : s.top) {
+    const StepReport& r = p.report;
+    const CostCategory big = biggest_exposed_cost(r);
+    out += pad_right(std::to_string(++rank), 3) + pad_right(std::to_string(r.gpus), 7) +
+           pad_right(layout_label(r.plan), w) + pad_right(format_number("%.3f", r.step_time_s), 9) +
+           pad_right(format_number("%.0f", r.tokens_per_s_per_gpu), 11) +
+           pad_right(format_number("%.1f%%", 100 * r.mfu), 7) +
+           pad_right(format_number("%.1f", r.peak_memory_gib), 9) +
+           pad_right(format_number("%.0f%%", headroom_pct(r)), 7) + to_string(big) + " " +
+           format_number("%.3f s", r.breakdown_s[static_cast<int>(big)]);
+    if (budget)
+      out += "  " + format_number("%.1f", p.time_to_train_days) + "  " +
+             format_number("%.3g", p.gpu_hours);
+    out += "\n";
+  }
+  const SearchStats& st = s.stats;
+  out += "searched " + std::to_string(st.candidates) + " candidates (" +
+         std::to_string(st.layouts_kept) + " of " + std::to_string(st.layouts_considered) +
+         " degree layouts), bounded " + std::to_string(st.bounded) + ", simulated " +
+         std::to_string(st.simulated) + "; objective " + to_string(opt.objective) + "\n";
+  return out;
+}
+
+Json plan_search_json(const SearchResult& s, const SearchOptions& opt) {
+  Json plans = Json::array();
+  for (const RankedPlan& p : s.top) {
+    Json j = to_json(p.report);
+    j["layout"] = layout_label(p.report.plan);
+    j["objective_value"] = p.objective_value;
+    j["biggest_exposed_cost"] = to_string(biggest_exposed_cost(p.report));
+    if (opt.token_budget > 0) {
+      j["time_to_train_days"] = p.time_to_train_days;
+      j["gpu_hours"] = p.gpu_hours;
+    }
+    plans.push_back(std::move(j));
+  }
+  Json pruned = Json::array();
+  for (const PruneCount& c : s.stats.pruned)
+    pruned.push_back({{"rule", c.rule}, {"count", c.count}});
+  return {{"objective", to_string(opt.objective)},
+          {"plans", plans},
+          {"search",
+           {{"layouts_considered", s.stats.layouts_considered},
+            {"layouts_kept", s.stats.layouts_kept},
+            {"candidates", s.stats.candidates},
+            {"bounded", s.stats.bounded},
+            {"simulated", s.stats.simulated},
+            {"gpu_counts", s.stats.gpu_counts},
+            {"pruned", pruned}}}};
+}
+
+std::string explain_search(const SearchResult& s) {
+  const SearchStats& st = s.stats;
+  std::string out = "search space: " + std::to_string(st.layouts_considered) +
+                    " degree layouts (tp x cp x pp x dp x ep x etp), " +
+                    std::to_string(st.layouts_kept) + " kept, expanded to " +
+                    std::to_string(st.candidates) + " candidates\n";
+  out += "pruned (degree layouts by the structural rules, candidates by the rest):\n";
+  for (const PruneCount& c : st.pruned)
+    out += "  " + pad_right(std::to_string(c.count), 9) + c.rule + "\n";
+  out += "simulated: " + std::to_string(st.simulated) + "\n";
+  if (s.top.empty()) return out;
+  const StepReport& w = s.top[0].report;
+  out += "winner: " + layout_label(w.plan) + "\n";
+  if (s.top.size() < 2) return out + "no runner-up\n";
+  const StepReport& u = s.top[1].report;
+  out += "runner-up: " + layout_label(u.plan) + "\n";
+  out += "winner vs runner-up: " + format_number("%.3f", w.step_time_s) + " s vs " +
+         format_number("%.3f", u.step_time_s) + " s per step (" +
+         format_number("%.2f%%", 100 * (u.step_time_s - w.step_time_s) / u.step_time_s) +
+         " faster)";
+  if (w.gpus != u.gpus)
+    out += ", on " + std::to_string(w.gpus) + " vs " + std::to_string(u.gpus) + " GPUs";
+  out += "; objective " + format_number("%.4g", s.top[0].objective_value) + " vs " +
+         format_number("%.4g", s.top[1].objective_value) + " (lower is better)";
+  out += "\n  layout: ";
+  const auto diffs = layout_differences(w.plan, u.plan);
+  for (size_t i = 0; i < diffs.size(); ++i) out += (i ? "; " : "") + diffs[i];
+  out += "\n  time on the critical stage (winner - runner-up):\n";
+  for (int c = 0; c < kNumCategories; ++c) {
+    const double d = w.breakdown_s[c] - u.breakdown_s[c];
+    if (std::abs(d) < 1e-6) continue;
+    out += "    " + pad_right(to_string(static_cast<CostCategory>(c)), 10) +
+           format_number("%+.3f s", d) + "\n";
+  }
+  out += "  peak memory: " + format_number("%.1f", w.peak_memory_gib) + " vs " +
+         format_number("%.1f GiB", u.peak_memory_gib) + "\n";
+  return out;
+}
+
+}  // namespace parallax

@@ -1,0 +1,26 @@
+#pragma once
+/// Rendering of a search: the ranked table, JSON, the explanation (what each rule pruned, why the
+/// winner beats the runner-up) and the plan file. Pure functions returning text or JSON.
+
+#include <string>
+
+#include "core/json_io.h"
+#include "planner/search.h"
+
+namespace parallax {
+
+/// "parallax-plan/1": the plan file is a scenario (model spec, cluster, layout, settings) plus
+/// "format" and "predicted"; `parallax simulate --plan` and `parallax launch --plan` read it.
+inline constexpr char kPlanFormat[] = "parallax-plan/1";
+Json plan_file_json(const ModelSpec& m, const StepReport& r);
+
+/// The category (not compute or bubble) that costs the critical stage the most exposed time.
+CostCategory biggest_exposed_cost(const StepReport& r);
+
+std::string format_plan_table(const SearchResult& s, const SearchOptions& opt);
+Json plan_search_json(const SearchResult& s, const SearchOptions& opt);
+/// Pruning counts per rule, then winner against runner-up: the layout fields that differ and
+/// the time categories and memory that make the difference.
+std::string explain_search(const SearchResult& s);
+
+}  // namespace parallax
