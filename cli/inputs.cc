@@ -156,8 +156,9 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
       ->check(CLI::Range(0, 1))
       ->expected(0, 1)
       ->default_str("1");
-  cmd->add_option("--scenario", f->scenario,
-                  "scenario JSON (model, cluster, layout, settings); flags override it");
+  cmd->add_option("--scenario,--plan", f->scenario,
+                  "scenario or plan JSON (model, cluster, layout, settings; a plan file from "
+                  "`parallax plan --out`); flags override it");
   cmd->add_option("--profiles-dir", f->profiles_dir,
                   "directory of extra hardware profiles (*.json)");
 }
@@ -262,7 +263,7 @@ FieldLocator locator_for(const LayoutFlags& f) {
 
 }  // namespace
 
-Result<ResolvedRun> resolve_run(const LayoutFlags& f) {
+Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
   Diagnostics d;
   Scenario sc;
   sc.plan = default_plan();
@@ -312,7 +313,7 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f) {
   if (!dp_given) {
     if (gpus <= 0) gpus = 64;
     p.dp = std::max(1, gpus / model_par);
-    if (gpus % model_par != 0) {
+    if (check_layout && gpus % model_par != 0) {
       d.push_back({locate("gpus"),
                    "gpus=" + std::to_string(gpus) +
                        " is not a multiple of tp*pp*cp=" + std::to_string(model_par),
@@ -325,7 +326,7 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f) {
   run.cluster.num_gpus = gpus;
   run.plan = p;
   // Check the plan too, so one run reports every problem; the gpus mismatch is said once.
-  if (have_model && have_hw) {
+  if (have_model && have_hw && check_layout) {
     for (auto& e : validate_plan(run.model, run.cluster, run.plan, locate))
       if (!(gpus_error && e.what.rfind("gpus=", 0) == 0)) d.push_back(std::move(e));
   }

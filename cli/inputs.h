@@ -43,8 +43,9 @@ struct ResolvedRun {
   Cluster cluster;
   ParallelPlan plan;
 };
-/// defaults <- scenario file <- flags; derives dp from gpus when dp is not given.
-Result<ResolvedRun> resolve_run(const LayoutFlags& f);
+/// defaults <- scenario file <- flags; derives dp from gpus when dp is not given. Without
+/// `check_layout` (the planner, where layout flags are constraints) the plan is not validated.
+Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout = true);
 
 /// Prints diagnostics to stderr, one per line, prefixed "error: ".
 int report_errors(const Diagnostics& d);

@@ -6,13 +6,21 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "parallax: predict the step time and memory of a large-model training layout on a GPU "
-      "cluster (discrete-event simulation of data, tensor, pipeline, context and expert "
-      "parallelism), and check predictions against measured runs."};
+      "parallax: find the best way to train a large model on a GPU cluster. Predicts the step "
+      "time and memory of any data, tensor, pipeline, context and expert parallel layout "
+      "(discrete-event simulation), searches and ranks layouts, writes the launch config for "
+      "Megatron-LM, DeepSpeed, TorchTitan, torchrun or Slurm, and checks predictions against "
+      "measured runs."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("parallax 0.1.0"));
   app.footer(
       "Examples:\n"
+      "  parallax plan --model llama3.1-405b --cluster h100-sxm-80gb --gpus 16384 --gbs 2048 "
+      "--seq 8192\n"
+      "  parallax plan --model llama3.1-70b --gpus 1024 --gbs 512 --framework megatron --emit "
+      "megatron --out plan.json\n"
+      "  parallax launch --plan plan.json --target slurm\n"
+      "  parallax whatif --model llama3.1-70b --gbs 512 --vary gpus=128,256,512,1024\n"
       "  parallax simulate --model llama3.1-70b --cluster h100-sxm-80gb --gpus 64 --tp 8 --gbs 128 "
       "--seq 8192\n"
       "  parallax simulate --scenario examples/llama3.1-405b-16k-h100.json --format json\n"
@@ -20,10 +28,13 @@ int main(int argc, char** argv) {
       "  parallax models\n"
       "  parallax profiles h100-sxm-80gb");
   int exit_code = 0;
+  parallax::cli::add_plan_command(app, &exit_code);
+  parallax::cli::add_whatif_command(app, &exit_code);
   parallax::cli::add_simulate_command(app, &exit_code);
   parallax::cli::add_validate_command(app, &exit_code);
   parallax::cli::add_models_command(app, &exit_code);
   parallax::cli::add_profiles_command(app, &exit_code);
+  parallax::cli::add_launch_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

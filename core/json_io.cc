@@ -416,8 +416,9 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
                                     ParallelPlan defaults) {
   Diagnostics d;
   JsonFields f(j, where, &d);
+  // A plan file (`parallax plan --out`) is a scenario with its format and predicted figures.
   f.reject_unknown({"model", "cluster", "parallel", "batch", "seq_len", "recompute", "precision",
-                    "attention", "overlap", "notes"});
+                    "attention", "overlap", "notes", "format", "predicted"});
   Scenario s;
   s.plan = defaults;
   ParallelPlan& p = s.plan;

@@ -17,6 +17,7 @@
 
 #include "core/json_io.h"
 #include "core/model_zoo.h"
+#include "tests/cli_support.h"
 #include "tests/test_support.h"
 
 namespace parallax {
@@ -26,82 +27,7 @@ namespace fs = std::filesystem;
 
 using testing::read_file;
 using testing::test_data;
-
-// A shell word in single quotes: it's -> 'it'\''s'.
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out;  ///< stdout, and stderr unless the run asked for stdout only
-};
-
-std::ostream& operator<<(std::ostream& os, const CliRun& r) {
-  constexpr size_t kShown = 1500;
-  os << "exit " << r.exit_code << ", output:\n" << r.out.substr(0, kShown);
-  if (r.out.size() > kShown) os << "... (" << r.out.size() - kShown << " more bytes)";
-  return os;
-}
-
-enum class Streams { kBoth, kStdoutOnly };
-
-// Runs `parallax ARGS` (ARGS already shell-quoted where needed).
-CliRun Parallax(const std::string& args, Streams streams = Streams::kBoth) {
-  const std::string cmd =
-      Quote(PARALLAX_BINARY) + " " + args + (streams == Streams::kBoth ? " 2>&1" : " 2>/dev/null");
-  CliRun r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-bool Has(const CliRun& r, const std::string& needle) {
-  return r.out.find(needle) != std::string::npos;
-}
-
-// The JSON in `text`, or null after recording a failure.
-Json ParseOrFail(const std::string& text, const std::string& where) {
-  auto j = parse_json(text, where);
-  if (j.ok()) return j.value();
-  ADD_FAILURE() << j.error_text() << text.substr(0, 2000);
-  return nullptr;
-}
-
-// A fresh directory under the test temp dir, removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (fs::path(::testing::TempDir()) / "parallax_cli_XXXXXX").string();
-    PX_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed for " << tmpl);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_))
-      names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
+using namespace testing::cli;
 
 // A small layout that fits and simulates in well under a second: Llama-3.1 8B, tp8 on 8 H100s.
 const char kSmall[] =
