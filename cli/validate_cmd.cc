@@ -1,4 +1,5 @@
 // `parallax validate`: predict measured-run records and report the error.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -7,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/measured_run.h"
+#include "planner/replan.h"
 #include "simulator/validate.h"
 
 namespace parallax::cli {
@@ -57,11 +59,56 @@ void print_table(const ValidationSummary& s) {
   }
 }
 
+/// The planner's best plan against each record's published layout.
+int print_replan(const std::vector<MeasuredRun>& runs, const std::vector<HwProfile>& profiles,
+                 bool json) {
+  std::vector<ReplanRow> rows;
+  Diagnostics d;
+  for (const auto& r : runs) {
+    auto row = replan_record(r, profiles, SearchOptions{});
+    if (row)
+      rows.push_back(row.value());
+    else
+      d.insert(d.end(), row.errors().begin(), row.errors().end());
+  }
+  if (!d.empty()) return report_errors(d);
+  if (json) {
+    Json out = Json::array();
+    for (const auto& r : rows)
+      out.push_back({{"id", r.id},
+                     {"published_layout", r.published_layout},
+                     {"published_step_s", r.published_step_s},
+                     {"published_fits", r.published_fits},
+                     {"best_layout", r.best_layout},
+                     {"best_step_s", r.best_step_s},
+                     {"gain", r.gain}});
+    std::cout << Json{{"replan", out}}.dump(2) << "\n";
+    return 0;
+  }
+  size_t w = 20;
+  for (const auto& r : rows) w = std::max({w, r.published_layout.size(), r.best_layout.size()});
+  std::printf("%-28s %-*s %9s  %-*s %9s  %s\n", "record", static_cast<int>(w), "published layout",
+              "step s", static_cast<int>(w), "planner's best", "step s", "gain");
+  int slower = 0;
+  for (const auto& r : rows) {
+    std::printf("%-28s %-*s %9.3f%s %-*s %9.3f  %+.1f%%\n", r.id.c_str(), static_cast<int>(w),
+                r.published_layout.c_str(), r.published_step_s, r.published_fits ? " " : "!",
+                static_cast<int>(w), r.best_layout.c_str(), r.best_step_s, 100 * r.gain);
+    slower += r.gain < 0;
+  }
+  std::printf(
+      "\n%zu records; the planner's best is slower than the published layout in %d "
+      "(! = the published layout does not fit per the simulator)\n",
+      rows.size(), slower);
+  return 0;
+}
+
 }  // namespace
 
 void add_validate_command(CLI::App& app, int* exit_code) {
   struct Opts {
     std::string file, format = "table", profiles_dir;
+    bool replan = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -72,6 +119,9 @@ void add_validate_command(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--profiles-dir", o->profiles_dir,
                   "directory of extra hardware profiles (*.json)");
+  cmd->add_flag("--replan", o->replan,
+                "also search each record's best layout and compare it with the published one "
+                "(both simulated)");
   cmd->footer(std::string("Fill rule: ") + kFillRule);
   cmd->callback([o, exit_code] {
     auto runs = read_records(o->file);
@@ -98,6 +148,10 @@ void add_validate_command(CLI::App& app, int* exit_code) {
       return;
     }
     const ValidationSummary s = summarize(std::move(rows));
+    if (o->replan) {
+      *exit_code = print_replan(runs.value(), profiles.value(), o->format == "json");
+      return;
+    }
     if (o->format == "json") {
       Json recs = Json::array();
       for (const auto& r : s.rows)

@@ -93,3 +93,26 @@ TEST(WhatIfCli, WritesTableAndSvg) {
 
 }  // namespace
 }  // namespace parallax
+
+namespace parallax {
+namespace {
+
+using namespace testing::cli;
+
+// The quality bar: on every record the planner's best simulates at least as fast as the
+// published layout (which is one of its candidates).
+TEST(ValidateCli, ReplanNeverLosesToThePublishedLayout) {
+  const CliRun r = Parallax(
+      "validate --replan --format json " + Quote(testing::test_data("validate_small.jsonl")),
+      Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json j = ParseOrFail(r.out, "validate --replan");
+  ASSERT_EQ(j["replan"].size(), 3u) << r;
+  for (const Json& row : j["replan"]) {
+    EXPECT_LE(row["best_step_s"].get<double>(), row["published_step_s"].get<double>()) << row;
+    EXPECT_GE(row["gain"].get<double>(), 0.0) << row;
+  }
+}
+
+}  // namespace
+}  // namespace parallax
