@@ -130,6 +130,7 @@ Json plan_search_json(const SearchResult& s, const SearchOptions& opt) {
             {"candidates", s.stats.candidates},
             {"bounded", s.stats.bounded},
             {"simulated", s.stats.simulated},
+            {"equivalent", s.stats.equivalent},
             {"gpu_counts", s.stats.gpu_counts},
             {"pruned", pruned}}}};
 }
@@ -143,7 +144,8 @@ std::string explain_search(const SearchResult& s) {
   out += "pruned (degree layouts by the structural rules, candidates by the rest):\n";
   for (const PruneCount& c : st.pruned)
     out += "  " + pad_right(std::to_string(c.count), 9) + c.rule + "\n";
-  out += "simulated: " + std::to_string(st.simulated) + "\n";
+  out += "simulated: " + std::to_string(st.simulated) + "; left out as equal in time and memory " +
+         "to a better-ranked plan: " + std::to_string(st.equivalent) + "\n";
   if (s.top.empty()) return out;
   const StepReport& w = s.top[0].report;
   out += "winner: " + layout_label(w.plan) + "\n";
@@ -161,13 +163,18 @@ std::string explain_search(const SearchResult& s) {
   out += "\n  layout: ";
   const auto diffs = layout_differences(w.plan, u.plan);
   for (size_t i = 0; i < diffs.size(); ++i) out += (i ? "; " : "") + diffs[i];
-  out += "\n  time on the critical stage (winner - runner-up):\n";
+  out += "\n  time on the critical stage (winner - runner-up):";
+  bool any = false;
   for (int c = 0; c < kNumCategories; ++c) {
     const double d = w.breakdown_s[c] - u.breakdown_s[c];
     if (std::abs(d) < 1e-6) continue;
-    out += "    " + pad_right(to_string(static_cast<CostCategory>(c)), 10) +
-           format_number("%+.3f s", d) + "\n";
+    out += "\n    " + pad_right(to_string(static_cast<CostCategory>(c)), 10) +
+           format_number("%+.3f s", d);
+    any = true;
   }
+  out += any ? "\n" : " the same\n";
+  if (s.top[0].objective_value == s.top[1].objective_value)
+    out += "  a tie on the objective: the winner needs less memory\n";
   out += "  peak memory: " + format_number("%.1f", w.peak_memory_gib) + " vs " +
          format_number("%.1f GiB", u.peak_memory_gib) + "\n";
   return out;

@@ -54,8 +54,11 @@ void add_count(const std::string& rule, int64_t n, std::vector<PruneCount>* into
   if (n > 0) merge_counts({{rule, n}}, into);
 }
 
+/// Best objective first; on a tie, less memory, then the layout order.
 bool ranked_before(const RankedPlan& a, const RankedPlan& b) {
   if (a.objective_value != b.objective_value) return a.objective_value < b.objective_value;
+  if (a.report.peak_memory_gib != b.report.peak_memory_gib)
+    return a.report.peak_memory_gib < b.report.peak_memory_gib;
   return layout_less(a.report.plan, b.report.plan);
 }
 
@@ -200,6 +203,18 @@ std::vector<RankedPlan> simulate_best(const std::vector<PlanRequest>& requests,
       top.push_back(ranked(*rep, opt));
     }
     std::sort(top.begin(), top.end(), ranked_before);
+    // A plan identical in objective and memory to a better-ranked one (ZeRO-2 and ZeRO-1 under
+    // pipelining, say) adds nothing to the list: keep the first in layout order.
+    std::vector<RankedPlan> distinct;
+    for (RankedPlan& p : top) {
+      if (!distinct.empty() && distinct.back().objective_value == p.objective_value &&
+          distinct.back().report.peak_memory_gib == p.report.peak_memory_gib) {
+        ++stats->equivalent;
+        continue;
+      }
+      distinct.push_back(std::move(p));
+    }
+    top = std::move(distinct);
     if (top.size() > k) top.resize(k);
     stats->simulated += static_cast<int64_t>(end - next);
     next = end;

@@ -47,6 +47,9 @@ struct SearchStats {
   int64_t candidates = 0;          ///< layout x settings after the enumeration rules
   std::vector<PruneCount> pruned;  ///< enumeration rules, then the memory and time bounds
   int64_t bounded = 0, simulated = 0;
+  /// Simulated plans left out of the ranking because a better-ranked one has the same
+  /// objective and peak memory (e.g. ZeRO-2 vs ZeRO-1 under pipelining).
+  int64_t equivalent = 0;
   std::vector<int> gpu_counts;  ///< the GPU counts searched
 };
 
