@@ -17,6 +17,8 @@ Diagnostics validate_profile(const HwProfile& p, const std::string& where) {
   };
   pos("bf16_tflops", p.bf16_tflops);
   if (p.fp8_tflops < 0) out.push_back({where + "/fp8_tflops", "must be >= 0", "0 means no fp8"});
+  if (p.fp32_tflops < 0)
+    out.push_back({where + "/fp32_tflops", "must be >= 0", "0 means not given"});
   pos("sm_count", p.sm_count);
   pos("gemm_tile_m", p.gemm_tile_m);
   pos("gemm_tile_n", p.gemm_tile_n);
@@ -43,7 +45,17 @@ Diagnostics validate_profile(const HwProfile& p, const std::string& where) {
   return out;
 }
 
-const char* to_string(Precision p) { return p == Precision::kFp8 ? "fp8" : "bf16"; }
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp8:
+      return "fp8";
+    case Precision::kFp32:
+      return "fp32";
+  }
+  return "?";
+}
 
 const char* to_string(CollectiveOp op) {
   switch (op) {

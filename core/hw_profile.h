@@ -11,7 +11,9 @@
 
 namespace parallax {
 
-enum class Precision { kBf16, kFp8 };
+/// Tensor precisions. Training plans run in bf16 or fp8; kFp32 exists for measured tables of
+/// parts whose native math is fp32 (a CPU calibrated with Eigen). Plans in fp32 are not modelled.
+enum class Precision { kBf16, kFp8, kFp32 };
 
 /// Collective operations the cost model and the calibration tables know.
 enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
@@ -43,6 +45,7 @@ struct HwProfile {
   // Compute.
   double bf16_tflops = 0;  ///< dense tensor-core peak
   double fp8_tflops = 0;   ///< dense; 0 when the part has no fp8
+  double fp32_tflops = 0;  ///< dense fp32 (non-tensor-core); 0 when not given
   int sm_count = 0;        ///< streaming multiprocessors (or AI cores) for wave quantization
   int gemm_tile_m = 128;   ///< typical output tile of the vendor GEMM library
   int gemm_tile_n = 128;
@@ -79,7 +82,9 @@ struct HwProfile {
   std::vector<CollectiveSample> collective_samples;
 
   double peak_tflops(Precision p) const {
-    return p == Precision::kFp8 && fp8_tflops > 0 ? fp8_tflops : bf16_tflops;
+    if (p == Precision::kFp8 && fp8_tflops > 0) return fp8_tflops;
+    if (p == Precision::kFp32 && fp32_tflops > 0) return fp32_tflops;
+    return bf16_tflops;
   }
 };
 

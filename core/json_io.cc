@@ -125,6 +125,7 @@ std::optional<ScheduleKind> parse_schedule(const std::string& s) {
 std::optional<Precision> parse_precision(const std::string& s) {
   if (s == "bf16" || s == "fp16") return Precision::kBf16;  // same tensor-core rate
   if (s == "fp8") return Precision::kFp8;
+  if (s == "fp32") return Precision::kFp32;
   return std::nullopt;
 }
 
@@ -247,6 +248,7 @@ struct IntField {
 constexpr NumField kNumFields[] = {
     {"bf16_tflops", &HwProfile::bf16_tflops, true},
     {"fp8_tflops", &HwProfile::fp8_tflops, false},
+    {"fp32_tflops", &HwProfile::fp32_tflops, false},
     {"gemm_efficiency", &HwProfile::gemm_efficiency, true},
     {"fp8_gemm_efficiency", &HwProfile::fp8_gemm_efficiency, false},
     {"attention_fwd_efficiency", &HwProfile::attention_fwd_efficiency, true},
@@ -348,7 +350,11 @@ Json to_json(const HwProfile& p) {
     auto it = p.sources.find(key);
     j[key] = {{"value", v}, {"source", it == p.sources.end() ? "unspecified" : it->second}};
   };
-  for (const auto& nf : kNumFields) put(nf.key, p.*(nf.member));
+  for (const auto& nf : kNumFields) {
+    // An optional number the profile never gave stays out (rather than "0, unspecified").
+    if (!nf.required && p.*(nf.member) == 0 && !p.sources.count(nf.key)) continue;
+    put(nf.key, p.*(nf.member));
+  }
   for (const auto& inf : kIntFields) put(inf.key, p.*(inf.member));
   if (!p.gemm_samples.empty() || !p.collective_samples.empty()) {
     Json g = Json::array(), c = Json::array();

@@ -416,7 +416,8 @@ TEST(JsonIoEnums, ParseAcceptedNamesAndRejectOthers) {
   EXPECT_FALSE(parse_recompute("FULL").has_value());
   EXPECT_EQ(parse_precision("fp16"), Precision::kBf16);  // same tensor-core rate
   EXPECT_EQ(parse_precision("fp8"), Precision::kFp8);
-  EXPECT_FALSE(parse_precision("fp32").has_value());
+  EXPECT_EQ(parse_precision("fp32"), Precision::kFp32);  // measured tables of CPU parts
+  EXPECT_FALSE(parse_precision("fp4").has_value());
   // Names written by to_string read back.
   for (auto k : {ScheduleKind::k1F1B, ScheduleKind::kInterleaved1F1B, ScheduleKind::kZeroBubbleH1})
     EXPECT_EQ(parse_schedule(to_string(k)), k);

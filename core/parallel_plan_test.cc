@@ -186,6 +186,14 @@ TEST_F(ParallelPlanTest, Fp8OnAPartWithoutFp8) {
   EXPECT_TRUE(validate_plan(llama70b_, h100x64_, p).empty());
 }
 
+TEST_F(ParallelPlanTest, Fp32PlansAreNotModelled) {
+  ParallelPlan p = Tp8Dp8();
+  p.precision = Precision::kFp32;
+  const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
+  ASSERT_EQ(d.size(), 1u) << text(d);
+  EXPECT_TRUE(mentions(d, "--precision: fp32 training is not modelled")) << text(d);
+}
+
 TEST_F(ParallelPlanTest, VppNeedsTheInterleavedSchedule) {
   ParallelPlan p = Tp8Dp8();
   p.pp = 2;
