@@ -90,6 +90,23 @@ Result<std::vector<HwProfile>> load_profiles(const std::string& extra_dir) {
   return out;
 }
 
+Result<HwProfile> resolve_profile(const std::string& name_or_path, const std::string& extra_dir,
+                                  const std::string& where) {
+  const bool looks_like_file =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.substr(name_or_path.size() - 5) == ".json");
+  if (looks_like_file) {
+    auto text = read_file(name_or_path);
+    if (!text) return text.errors();
+    auto j = parse_json(text.value(), name_or_path);
+    if (!j) return j.errors();
+    return profile_from_json(j.value(), name_or_path + ":");
+  }
+  auto profiles = load_profiles(extra_dir);
+  if (!profiles) return profiles.errors();
+  return find_profile(profiles.value(), name_or_path, where);
+}
+
 Result<ModelSpec> resolve_model(const std::string& name_or_path, const std::string& where) {
   const bool looks_like_file =
       name_or_path.find('/') != std::string::npos ||
@@ -114,7 +131,9 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option(
       "--model", f->model,
       "zoo model name (see `parallax models`), a model JSON, or a Hugging Face config.json");
-  cmd->add_option("--cluster", f->cluster, "hardware profile name (see `parallax profiles`)");
+  cmd->add_option("--cluster", f->cluster,
+                  "hardware profile name (see `parallax profiles`) or a profile JSON (e.g. one "
+                  "written by `parallax calibrate`)");
   cmd->add_option("--gpus", f->gpus, "number of GPUs (= tp*pp*dp*cp)");
   cmd->add_option("--tp", f->tp, "tensor-parallel degree");
   cmd->add_option("--pp", f->pp, "pipeline-parallel degree");
@@ -295,11 +314,10 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
   } else {
     run.model = resolve_model("llama3.1-70b", "--model").value();
   }
-  auto profiles = load_profiles(f.profiles_dir);
-  if (!profiles) return profiles.errors();
   const std::string gpu = !f.cluster.empty() ? f.cluster : sc.gpu.value_or("h100-sxm-80gb");
-  auto hw = find_profile(profiles.value(), gpu,
-                         f.cluster.empty() && sc.gpu ? f.scenario + ":/cluster/gpu" : "--cluster");
+  auto hw =
+      resolve_profile(gpu, f.profiles_dir,
+                      f.cluster.empty() && sc.gpu ? f.scenario + ":/cluster/gpu" : "--cluster");
   if (hw)
     run.cluster.hw = hw.value();
   else

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
       "--seq 8192\n"
       "  parallax simulate --scenario examples/llama3.1-405b-16k-h100.json --format json\n"
       "  parallax validate ../shared/validation/public-training.jsonl\n"
+      "  mpirun -np 2 parallax calibrate --out cpu.json\n"
       "  parallax models\n"
       "  parallax profiles h100-sxm-80gb");
   int exit_code = 0;
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   parallax::cli::add_models_command(app, &exit_code);
   parallax::cli::add_profiles_command(app, &exit_code);
   parallax::cli::add_launch_command(app, &exit_code);
+  parallax::cli::add_calibrate_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -26,6 +26,7 @@ struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
   Precision precision = Precision::kBf16;
   double tflops = 0;
+  double spread = 0;  ///< (p90 - p10) / median of its repetitions; 0 when not recorded
 };
 
 /// A measured bus bandwidth (nccl-tests convention) for one collective, group and message size.
@@ -35,12 +36,35 @@ struct CollectiveSample {
   int group_size = 0;
   double bytes = 0;
   double busbw_gbps = 0;
+  double spread = 0;  ///< (p90 - p10) / median of its repetitions; 0 when not recorded
+};
+
+/// A measured memory-bound kernel: the bandwidth it achieved moving `bytes` (reads + writes).
+/// Kernels: "copy", "triad", "rmsnorm", "swiglu", "softmax" (calibrate/backend.h).
+struct MemorySample {
+  std::string kernel;
+  double bytes = 0;
+  double gbps = 0;
+  double spread = 0;
+};
+
+/// A measured fused causal attention kernel, forward or backward, over `seq` tokens of
+/// `head_dim`; `tflops` counts causal FLOPs (half the square; backward 2.5x forward) in the
+/// precision the part runs attention in.
+struct AttentionSample {
+  int64_t seq = 0;
+  int64_t head_dim = 0;
+  bool backward = false;
+  double tflops = 0;
+  double spread = 0;
 };
 
 struct HwProfile {
   std::string name;         ///< e.g. "h100-sxm-80gb"
   std::string description;  ///< human-readable part name
   bool measured = false;    ///< written by `parallax calibrate`
+  std::string date;         ///< when it was measured (ISO 8601), measured profiles only
+  std::string driver;       ///< runtime and driver versions it was measured under
 
   // Compute.
   double bf16_tflops = 0;  ///< dense tensor-core peak
@@ -80,6 +104,13 @@ struct HwProfile {
   // Measured tables (optional).
   std::vector<GemmSample> gemm_samples;
   std::vector<CollectiveSample> collective_samples;
+  std::vector<MemorySample> memory_samples;
+  std::vector<AttentionSample> attention_samples;
+
+  bool has_measured_tables() const {
+    return !gemm_samples.empty() || !collective_samples.empty() || !memory_samples.empty() ||
+           !attention_samples.empty();
+  }
 
   double peak_tflops(Precision p) const {
     if (p == Precision::kFp8 && fp8_tflops > 0) return fp8_tflops;

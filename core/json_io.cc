@@ -289,6 +289,7 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
       JsonFields s((*g)[i], where + "/gemm/" + std::to_string(i), d);
       GemmSample x{s.integer("m"), s.integer("n"), s.integer("k"), Precision::kBf16,
                    s.number("tflops")};
+      x.spread = s.number("spread", 0.0);
       auto prec = parse_precision(s.string("precision", "bf16"));
       if (prec) x.precision = *prec;
       p->gemm_samples.push_back(x);
@@ -310,8 +311,51 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
       x.group_size = static_cast<int>(s.integer("group_size"));
       x.bytes = s.number("bytes");
       x.busbw_gbps = s.number("busbw_gbps");
+      x.spread = s.number("spread", 0.0);
       p->collective_samples.push_back(x);
     }
+  }
+  if (const Json* m = f.object("memory")) {
+    for (size_t i = 0; i < m->size(); ++i) {
+      JsonFields s((*m)[i], where + "/memory/" + std::to_string(i), d);
+      MemorySample x{s.string("kernel"), s.number("bytes"), s.number("gbps"),
+                     s.number("spread", 0.0)};
+      p->memory_samples.push_back(x);
+    }
+  }
+  if (const Json* a = f.object("attention")) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      JsonFields s((*a)[i], where + "/attention/" + std::to_string(i), d);
+      AttentionSample x{s.integer("seq"), s.integer("head_dim"), s.boolean("backward", false),
+                        s.number("tflops"), s.number("spread", 0.0)};
+      p->attention_samples.push_back(x);
+    }
+  }
+}
+
+// Samples must be positive to be data (calibrate never writes others).
+void check_tables(const HwProfile& p, const std::string& where, Diagnostics* d) {
+  auto bad = [&](const std::string& w, const char* what) {
+    d->push_back({w, std::string(what) + " must be positive", "a measured table holds data only"});
+  };
+  for (size_t i = 0; i < p.gemm_samples.size(); ++i) {
+    const auto& s = p.gemm_samples[i];
+    if (!(s.m > 0 && s.n > 0 && s.k > 0 && s.tflops > 0))
+      bad(where + "/gemm/" + std::to_string(i), "m, n, k and tflops");
+  }
+  for (size_t i = 0; i < p.collective_samples.size(); ++i) {
+    const auto& s = p.collective_samples[i];
+    if (!(s.group_size > 1 && s.bytes > 0 && s.busbw_gbps > 0))
+      bad(where + "/collectives/" + std::to_string(i), "group_size - 1, bytes and busbw_gbps");
+  }
+  for (size_t i = 0; i < p.memory_samples.size(); ++i) {
+    const auto& s = p.memory_samples[i];
+    if (!(s.bytes > 0 && s.gbps > 0)) bad(where + "/memory/" + std::to_string(i), "bytes and gbps");
+  }
+  for (size_t i = 0; i < p.attention_samples.size(); ++i) {
+    const auto& s = p.attention_samples[i];
+    if (!(s.seq > 0 && s.head_dim > 0 && s.tflops > 0))
+      bad(where + "/attention/" + std::to_string(i), "seq, head_dim and tflops");
   }
 }
 
@@ -329,14 +373,18 @@ Result<HwProfile> profile_from_json(const Json& j, const std::string& where) {
   p.name = f.string("name");
   p.description = f.string("description", "");
   p.measured = f.boolean("measured", false);
+  p.date = f.string("date", "");
+  p.driver = f.string("driver", "");
   for (const auto& nf : kNumFields)
     p.*(nf.member) =
         f.number(nf.key, nf.required ? std::nullopt : std::optional<double>(p.*(nf.member)));
   for (const auto& inf : kIntFields)
     p.*(inf.member) = static_cast<int>(
         f.integer(inf.key, inf.required ? std::nullopt : std::optional<int64_t>(p.*(inf.member))));
-  if (const Json* t = f.object("measured_tables"))
+  if (const Json* t = f.object("measured_tables")) {
     read_tables(*t, where + "/measured_tables", &p, &d);
+    check_tables(p, where + "/measured_tables", &d);
+  }
   p.sources = f.sources();
   if (!d.empty()) return d;
   auto v = validate_profile(p, where);
@@ -346,6 +394,8 @@ Result<HwProfile> profile_from_json(const Json& j, const std::string& where) {
 
 Json to_json(const HwProfile& p) {
   Json j = {{"name", p.name}, {"description", p.description}, {"measured", p.measured}};
+  if (!p.date.empty()) j["date"] = p.date;
+  if (!p.driver.empty()) j["driver"] = p.driver;
   auto put = [&](const char* key, double v) {
     auto it = p.sources.find(key);
     j[key] = {{"value", v}, {"source", it == p.sources.end() ? "unspecified" : it->second}};
@@ -356,21 +406,47 @@ Json to_json(const HwProfile& p) {
     put(nf.key, p.*(nf.member));
   }
   for (const auto& inf : kIntFields) put(inf.key, p.*(inf.member));
-  if (!p.gemm_samples.empty() || !p.collective_samples.empty()) {
-    Json g = Json::array(), c = Json::array();
-    for (const auto& s : p.gemm_samples)
-      g.push_back({{"m", s.m},
-                   {"n", s.n},
-                   {"k", s.k},
-                   {"precision", to_string(s.precision)},
-                   {"tflops", s.tflops}});
-    for (const auto& s : p.collective_samples)
-      c.push_back({{"op", to_string(s.op)},
-                   {"link", to_string(s.link)},
-                   {"group_size", s.group_size},
-                   {"bytes", s.bytes},
-                   {"busbw_gbps", s.busbw_gbps}});
-    j["measured_tables"] = {{"gemm", g}, {"collectives", c}};
+  if (p.has_measured_tables()) {
+    // A spread that was not recorded stays out.
+    auto spread = [](Json* row, double v) {
+      if (v > 0) (*row)["spread"] = v;
+    };
+    Json g = Json::array(), c = Json::array(), m = Json::array(), a = Json::array();
+    for (const auto& s : p.gemm_samples) {
+      Json row = {{"m", s.m},
+                  {"n", s.n},
+                  {"k", s.k},
+                  {"precision", to_string(s.precision)},
+                  {"tflops", s.tflops}};
+      spread(&row, s.spread);
+      g.push_back(row);
+    }
+    for (const auto& s : p.collective_samples) {
+      Json row = {{"op", to_string(s.op)},
+                  {"link", to_string(s.link)},
+                  {"group_size", s.group_size},
+                  {"bytes", s.bytes},
+                  {"busbw_gbps", s.busbw_gbps}};
+      spread(&row, s.spread);
+      c.push_back(row);
+    }
+    for (const auto& s : p.memory_samples) {
+      Json row = {{"kernel", s.kernel}, {"bytes", s.bytes}, {"gbps", s.gbps}};
+      spread(&row, s.spread);
+      m.push_back(row);
+    }
+    for (const auto& s : p.attention_samples) {
+      Json row = {
+          {"seq", s.seq}, {"head_dim", s.head_dim}, {"backward", s.backward}, {"tflops", s.tflops}};
+      spread(&row, s.spread);
+      a.push_back(row);
+    }
+    Json t = Json::object();
+    if (!g.empty()) t["gemm"] = g;
+    if (!m.empty()) t["memory"] = m;
+    if (!a.empty()) t["attention"] = a;
+    if (!c.empty()) t["collectives"] = c;
+    j["measured_tables"] = t;
   }
   return j;
 }

@@ -76,11 +76,12 @@ Dims rank_dims(const ModelSpec& m, const ParallelPlan& p) {
 /// The ops of one pass, built op by op; backward mirrors forward.
 class LayerBuilder {
  public:
-  LayerBuilder(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw, const RankMap& ranks)
+  LayerBuilder(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw, const RankMap& ranks,
+               TableUse* use)
       : m_(m),
         p_(p),
-        compute_(hw),
-        comm_(hw),
+        compute_(hw, use),
+        comm_(hw, use),
         tp_shape_(ranks.shape(GroupKind::kTp)),
         cp_shape_(ranks.shape(GroupKind::kCp)),
         ep_shape_(ranks.shape(GroupKind::kEp)),
@@ -632,10 +633,10 @@ double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int l
 }
 
 std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,
-                                    const RankMap& ranks, bool keep_ops) {
+                                    const RankMap& ranks, bool keep_ops, TableUse* use) {
   const int stages = p.pp * p.vpp;
   std::vector<StageCost> out(stages);
-  LayerBuilder b(m, p, hw, ranks);
+  LayerBuilder b(m, p, hw, ranks, use);
   const Dims& d = b.dims();
   const double h = static_cast<double>(m.hidden);
   const double vocab_shard = static_cast<double>(m.vocab) / p.tp;

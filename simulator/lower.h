@@ -78,9 +78,11 @@ double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int l
 
 /// Lowers every virtual stage (pp * vpp of them, in model order). Each kind of layer (dense,
 /// MoE) is lowered once and repeated. Without `keep_ops` the passes carry totals only (the
-/// planner's bounds and untraced simulations need nothing else).
+/// planner's bounds and untraced simulations need nothing else). `use`, when given, counts where
+/// the costs came from (measured tables or the analytical model).
 std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,
-                                    const RankMap& ranks, bool keep_ops = true);
+                                    const RankMap& ranks, bool keep_ops = true,
+                                    TableUse* use = nullptr);
 
 /// FLOPs of one training step of the whole model under a counting convention:
 /// attention `causal` halves the score/value products; `with_recompute` adds recomputed work.

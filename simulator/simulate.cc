@@ -36,12 +36,13 @@ double largest_layer_params(const std::vector<StageCost>& stages) {
 /// Everything the engine needs: lowered stages, p2p and data-parallel sync times, and the
 /// parameter memory and optimizer time of each pipeline rank (into `stages`).
 EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const ParallelPlan& p,
-                               const SimulationOptions& opt, std::vector<StageReport>* stages) {
+                               const SimulationOptions& opt, std::vector<StageReport>* stages,
+                               TableUse* use = nullptr) {
   RankMap ranks(p, hw.scale_up_domain);
-  CollectiveCost comm(hw);
+  CollectiveCost comm(hw, use);
   EngineSetup setup;
   setup.plan = p;
-  setup.stages = lower_stages(m, p, hw, ranks, /*keep_ops=*/opt.record_trace);
+  setup.stages = lower_stages(m, p, hw, ranks, /*keep_ops=*/opt.record_trace, use);
   setup.full_ranks = opt.full_ranks;
   setup.overlap_slowdown = comm.overlap_slowdown();
   setup.record_trace = opt.record_trace;
@@ -143,7 +144,7 @@ void derive_rates(const ModelSpec& m, const Cluster& c, const ParallelPlan& p, S
 }
 
 std::vector<std::string> layout_notes(const ModelSpec& m, const HwProfile& hw,
-                                      const ParallelPlan& p) {
+                                      const ParallelPlan& p, const TableUse& use) {
   std::vector<std::string> notes;
   if (m.layers % (p.pp * p.vpp) != 0)
     notes.push_back("layers=" + std::to_string(m.layers) +
@@ -154,9 +155,8 @@ std::vector<std::string> layout_notes(const ModelSpec& m, const HwProfile& hw,
   if (p.tp > hw.scale_up_domain)
     notes.push_back("tp=" + std::to_string(p.tp) + " spans more than one scale-up domain of " +
                     std::to_string(hw.scale_up_domain) + " GPUs");
-  if (!hw.gemm_samples.empty() || !hw.collective_samples.empty())
-    notes.push_back("measured tables of " + hw.name +
-                    " used where shapes match; analytical model elsewhere");
+  const std::string tables = use.summary(hw.name);
+  if (!tables.empty()) notes.push_back(tables);
   return notes;
 }
 
@@ -217,12 +217,13 @@ Result<StepReport> simulate(const ModelSpec& m, const Cluster& c, const Parallel
   r.plan = p;
   r.gpus = c.num_gpus;
   r.hbm_gib = c.hw.hbm_gib;
-  const EngineSetup setup = build_engine_setup(m, c.hw, p, opt, &r.stages);
+  TableUse use;
+  const EngineSetup setup = build_engine_setup(m, c.hw, p, opt, &r.stages, &use);
   r.engine = run_engine(setup, *sched);
   r.step_time_s = r.engine.step_time_s;
   collect_stage_outcomes(setup, c.hw, &r);
   derive_rates(m, c, p, &r);
-  r.notes = layout_notes(m, c.hw, p);
+  r.notes = layout_notes(m, c.hw, p, use);
   return r;
 }
 

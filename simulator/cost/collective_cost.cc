@@ -9,7 +9,7 @@
 namespace parallax {
 
 double CollectiveCost::achieved_bw_gbps(CollectiveOp op, LinkClass link, int group_size,
-                                        double bytes) const {
+                                        double bytes, CostSource* src) const {
   // Measured: interpolate bus bandwidth in log(size) between the two nearest samples of the same
   // op, link class and group size (nearest group size if no exact one).
   const CollectiveSample* lo = nullptr;
@@ -25,21 +25,30 @@ double CollectiveCost::achieved_bw_gbps(CollectiveOp op, LinkClass link, int gro
     if (s.bytes <= bytes && (!lo || s.bytes > lo->bytes)) lo = &s;
     if (s.bytes >= bytes && (!hi || s.bytes < hi->bytes)) hi = &s;
   }
+  CostSource source = CostSource::kAnalytical;
+  double bw = link == LinkClass::kScaleUp ? hw_.scale_up_bw_gbps * hw_.scale_up_efficiency
+                                          : hw_.scale_out_bw_gbps * hw_.scale_out_efficiency;
   if (lo && hi) {
-    if (hi->bytes == lo->bytes) return lo->busbw_gbps;
-    const double w = std::log(bytes / lo->bytes) / std::log(hi->bytes / lo->bytes);
-    return lo->busbw_gbps + w * (hi->busbw_gbps - lo->busbw_gbps);
+    source = CostSource::kMeasured;
+    bw = interpolate_log(bytes, lo->bytes, lo->busbw_gbps, hi->bytes, hi->busbw_gbps);
+  } else if (lo || hi) {
+    source = CostSource::kOutsideTable;  // the table has this op, but not this size
   }
-  if (lo || hi) return (lo ? lo : hi)->busbw_gbps;  // outside the table: nearest edge
-  return link == LinkClass::kScaleUp ? hw_.scale_up_bw_gbps * hw_.scale_up_efficiency
-                                     : hw_.scale_out_bw_gbps * hw_.scale_out_efficiency;
+  if (src) *src = source;
+  return bw;
 }
 
 double CollectiveCost::flat(CollectiveOp op, double bytes, int n, LinkClass link) const {
   if (n <= 1 || bytes <= 0) return 0;
+  CostSource source = CostSource::kAnalytical;
+  const double bw = achieved_bw_gbps(op, link, n, bytes, &source) * kGB;
+  if (use_) use_->add(TableUse::kCollective, source);
+  // A measured bus bandwidth already holds the latency (nccl-tests: busbw = factor * S / t).
   const double lat =
-      (link == LinkClass::kScaleUp ? hw_.scale_up_latency_us : hw_.scale_out_latency_us) * kUs;
-  const double bw = achieved_bw_gbps(op, link, n, bytes) * kGB;
+      source == CostSource::kMeasured
+          ? 0.0
+          : (link == LinkClass::kScaleUp ? hw_.scale_up_latency_us : hw_.scale_out_latency_us) *
+                kUs;
   const double frac = static_cast<double>(n - 1) / n;
   // Ring latency, capped by a tree's for large groups.
   const double steps = std::min<double>(n - 1, 2.0 * std::ceil(std::log2(static_cast<double>(n))));

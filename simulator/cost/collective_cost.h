@@ -4,6 +4,7 @@
 
 #include "core/hw_profile.h"
 #include "core/rank_map.h"
+#include "simulator/cost/compute_cost.h"
 
 namespace parallax {
 
@@ -15,7 +16,8 @@ struct CollectiveTime {
 
 class CollectiveCost {
  public:
-  explicit CollectiveCost(const HwProfile& hw) : hw_(hw) {}
+  /// `use`, when given, counts where each cost came from.
+  explicit CollectiveCost(const HwProfile& hw, TableUse* use = nullptr) : hw_(hw), use_(use) {}
 
   /// Time of `op` on a group of shape `g`. `bytes` follows the nccl-tests convention: the full
   /// buffer per rank (the all-reduce input, the all-gather output, the reduce-scatter input,
@@ -33,9 +35,14 @@ class CollectiveCost {
   /// (n-k)/n share of its data.
   CollectiveTime time(CollectiveOp op, double bytes, const GroupShape& g) const;
 
-  /// Bandwidth (GB/s) achieved by `op` within one link class, from the measured table when the
-  /// profile has one for a similar group and size, else nominal times efficiency.
-  double achieved_bw_gbps(CollectiveOp op, LinkClass link, int group_size, double bytes) const;
+  /// Bandwidth (GB/s) achieved by `op` within one link class: from the measured table (the
+  /// nearest group size of that op and link class, interpolated in log(bytes) between the two
+  /// sizes around `bytes`) when the table's sizes bracket `bytes`; else nominal times
+  /// efficiency, and `src` says whether that is because the table stops short of this size
+  /// (kOutsideTable) or has no such op (kAnalytical). The measured path's time has no separate
+  /// latency term: a measured bus bandwidth already holds it.
+  double achieved_bw_gbps(CollectiveOp op, LinkClass link, int group_size, double bytes,
+                          CostSource* src = nullptr) const;
 
   /// Fraction by which compute slows while a collective runs beside it: the SMs the
   /// communication kernels occupy (one thread block per channel), comm_sms / sm_count.
@@ -44,6 +51,7 @@ class CollectiveCost {
  private:
   double flat(CollectiveOp op, double bytes, int n, LinkClass link) const;
   const HwProfile& hw_;
+  TableUse* use_ = nullptr;
 };
 
 }  // namespace parallax

@@ -164,13 +164,30 @@ TEST(CollectiveCost, MeasuredSamplesInterpolateInLogBytes) {
   // nccl-tests: busbw = algbw * 2(n-1)/n, so t = 2 (n-1)/n * S / busbw.
   expect_rel(cost.time(CollectiveOp::kAllReduce, 2 * mib, in_domain(8)).time_s,
              2.0 * 7 / 8 * 2 * mib / (60 * kGB));
-  // On a sample exactly, and beyond the table's edges: the nearest sample.
-  EXPECT_DOUBLE_EQ(cost.achieved_bw_gbps(CollectiveOp::kAllReduce, LinkClass::kScaleUp, 8, 1 * mib),
-                   40);
+  // On a sample exactly: the sample, measured.
+  CostSource src = CostSource::kAnalytical;
   EXPECT_DOUBLE_EQ(
-      cost.achieved_bw_gbps(CollectiveOp::kAllReduce, LinkClass::kScaleUp, 8, 64 * mib), 80);
-  EXPECT_DOUBLE_EQ(cost.achieved_bw_gbps(CollectiveOp::kAllReduce, LinkClass::kScaleUp, 8, 1024),
-                   40);
+      cost.achieved_bw_gbps(CollectiveOp::kAllReduce, LinkClass::kScaleUp, 8, 1 * mib, &src), 40);
+  EXPECT_EQ(src, CostSource::kMeasured);
+  // Beyond the table's edges: the analytical model (nominal 100 x efficiency), and it says so.
+  EXPECT_DOUBLE_EQ(
+      cost.achieved_bw_gbps(CollectiveOp::kAllReduce, LinkClass::kScaleUp, 8, 64 * mib, &src), 100);
+  EXPECT_EQ(src, CostSource::kOutsideTable);
+  EXPECT_DOUBLE_EQ(
+      cost.achieved_bw_gbps(CollectiveOp::kAllReduce, LinkClass::kScaleUp, 8, 1024, &src), 100);
+  EXPECT_EQ(src, CostSource::kOutsideTable);
+  // The measured path has no latency term of its own; the analytical one keeps it.
+  HwProfile slow = hw;
+  slow.scale_up_latency_us = 10;
+  TableUse use;
+  const CollectiveCost with_latency(slow, &use);
+  expect_rel(with_latency.time(CollectiveOp::kAllReduce, 2 * mib, in_domain(8)).time_s,
+             2.0 * 7 / 8 * 2 * mib / (60 * kGB));
+  EXPECT_GT(with_latency.time(CollectiveOp::kAllReduce, 64 * mib, in_domain(8)).time_s,
+            2.0 * 7 / 8 * 64 * mib / (100 * kGB));
+  EXPECT_EQ(use.n[TableUse::kCollective][static_cast<int>(CostSource::kMeasured)], 1);
+  EXPECT_EQ(use.n[TableUse::kCollective][static_cast<int>(CostSource::kOutsideTable)], 1);
+  EXPECT_NE(use.summary("x").find("1 outside its range"), std::string::npos);
   // Other ops and link classes keep nominal bandwidth times efficiency.
   EXPECT_DOUBLE_EQ(cost.achieved_bw_gbps(CollectiveOp::kAllGather, LinkClass::kScaleUp, 8, 2 * mib),
                    100);

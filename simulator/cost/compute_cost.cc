@@ -1,8 +1,11 @@
 #include "simulator/cost/compute_cost.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "core/units.h"
 
@@ -23,25 +26,75 @@ double tile_wave_utilisation(int64_t m, int64_t n, int64_t batch, int tm, int tn
 
 }  // namespace
 
-double ComputeCost::gemm_efficiency(const GemmShape& s, Precision p, CostSource* src) const {
-  // Measured table: the nearest sample in log-shape space, if within a factor ~2 per dimension.
-  double best = std::numeric_limits<double>::infinity();
-  const GemmSample* hit = nullptr;
-  for (const auto& g : hw_.gemm_samples) {
+double measured_gemm_tflops(const std::vector<GemmSample>& samples, Precision p, int64_t m,
+                            int64_t n, int64_t k, bool* has_table) {
+  std::vector<int64_t> axes[3];
+  std::map<std::array<int64_t, 3>, double> at;
+  for (const auto& g : samples) {
     if (g.precision != p) continue;
-    const double d = std::abs(std::log2(static_cast<double>(s.m) / g.m)) +
-                     std::abs(std::log2(static_cast<double>(s.n) / g.n)) +
-                     std::abs(std::log2(static_cast<double>(s.k) / g.k));
+    axes[0].push_back(g.m);
+    axes[1].push_back(g.n);
+    axes[2].push_back(g.k);
+    at[{g.m, g.n, g.k}] = g.tflops;
+  }
+  *has_table = !at.empty();
+  if (at.empty()) return 0;
+  const int64_t x[3] = {m, n, k};
+  int64_t lo[3], hi[3];
+  double w[3];
+  for (int a = 0; a < 3; ++a) {
+    auto& v = axes[a];
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    // Within the measured range, or at most a factor 2 beyond its edge (held at the edge).
+    if (x[a] * 2 < v.front() || x[a] > 2 * v.back()) return 0;
+    auto it = std::lower_bound(v.begin(), v.end(), x[a]);
+    hi[a] = it == v.end() ? v.back() : *it;
+    lo[a] = it == v.end() ? v.back() : (*it == x[a] || it == v.begin() ? *it : *(it - 1));
+    w[a] = hi[a] == lo[a] ? 0.0
+                          : std::log(static_cast<double>(x[a]) / lo[a]) /
+                                std::log(static_cast<double>(hi[a]) / lo[a]);
+  }
+  // Trilinear in log(m), log(n), log(k) over the corners measured (the FLOP cap of a grid can
+  // leave out the largest corner: the others are reweighted).
+  double sum = 0, wsum = 0;
+  for (int c = 0; c < 8; ++c) {
+    std::array<int64_t, 3> key;
+    double wc = 1;
+    for (int a = 0; a < 3; ++a) {
+      const bool up = (c >> a) & 1;
+      key[a] = up ? hi[a] : lo[a];
+      wc *= up ? w[a] : 1 - w[a];
+    }
+    if (wc <= 0) continue;
+    auto f = at.find(key);
+    if (f == at.end()) continue;
+    sum += wc * f->second;
+    wsum += wc;
+  }
+  if (wsum > 1e-6) return sum / wsum;
+  // No corner measured: the nearest sample in log-shape space.
+  double best = std::numeric_limits<double>::infinity(), tflops = 0;
+  for (const auto& [key, t] : at) {
+    double d = 0;
+    for (int a = 0; a < 3; ++a) d += std::abs(std::log2(static_cast<double>(x[a]) / key[a]));
     if (d < best) {
       best = d;
-      hit = &g;
+      tflops = t;
     }
   }
-  if (hit && best <= 1.5) {
+  return tflops;
+}
+
+double ComputeCost::gemm_efficiency(const GemmShape& s, Precision p, CostSource* src) const {
+  bool has_table = false;
+  const double tflops = measured_gemm_tflops(hw_.gemm_samples, p, s.m, s.n, s.k, &has_table);
+  if (tflops > 0) {
     *src = CostSource::kMeasured;
-    return std::min(1.0, hit->tflops / hw_.peak_tflops(p));
+    return std::min(1.0, tflops / hw_.peak_tflops(p));
   }
-  *src = CostSource::kAnalytical;
+  const bool hit = has_table;
+  *src = hit ? CostSource::kOutsideTable : CostSource::kAnalytical;
   const double base = p == Precision::kFp8 ? hw_.fp8_gemm_efficiency : hw_.gemm_efficiency;
   const double u = std::max(
       tile_wave_utilisation(s.m, s.n, s.batch, hw_.gemm_tile_m, hw_.gemm_tile_n, hw_.sm_count),
@@ -59,6 +112,7 @@ KernelTime ComputeCost::gemm(const GemmShape& s, Precision p) const {
   t.flops = s.flops();
   t.bytes = s.batch * (elem * (s.m * s.k + s.k * s.n) + 2.0 * s.m * s.n);
   const double eff = gemm_efficiency(s, eff_p, &t.source);
+  count(TableUse::kGemm, t.source);
   const double compute_s = t.flops / (hw_.peak_tflops(eff_p) * kTera * eff);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
   t.time_s = std::max(compute_s, memory_s) + hw_.kernel_overhead_us * kUs;
@@ -89,6 +143,18 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
   // Q, K, V, O (and dO, dQ, dK, dV in backward) in bf16; KV heads counted as query heads (upper
   // bound).
   t.bytes = 2.0 * batch_heads * (s_q * (d_qk + d_v) + s_kv * (d_qk + d_v)) * (backward ? 2.0 : 1.0);
+  if (!hw_.attention_samples.empty()) {
+    const double tflops =
+        measured_attention_tflops(hw_.attention_samples, s_kv, (d_qk + d_v) / 2, backward);
+    t.source = tflops > 0 ? CostSource::kMeasured : CostSource::kOutsideTable;
+    count(TableUse::kAttention, t.source);
+    if (tflops > 0) {
+      t.time_s = t.flops / (tflops * kTera);
+      return t;
+    }
+  } else {
+    count(TableUse::kAttention, CostSource::kAnalytical);
+  }
   const double eff = backward ? hw_.attention_bwd_efficiency : hw_.attention_fwd_efficiency;
   const double compute_s = t.flops / (hw_.bf16_tflops * kTera * eff);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
@@ -100,8 +166,77 @@ KernelTime ComputeCost::memory_bound(double bytes, double flops) const {
   KernelTime t;
   t.bytes = bytes;
   t.flops = flops;
+  if (bytes > 0 && !hw_.memory_samples.empty()) {
+    const double gbps = measured_memory_gbps(hw_.memory_samples, bytes);
+    t.source = gbps > 0 ? CostSource::kMeasured : CostSource::kOutsideTable;
+    count(TableUse::kMemory, t.source);
+    if (gbps > 0) {
+      t.time_s = bytes / (gbps * kGB);
+      return t;
+    }
+  }
   t.time_s = bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency) + hw_.kernel_overhead_us * kUs;
   return t;
+}
+
+std::string TableUse::summary(const std::string& profile) const {
+  static const char* kNames[kKinds] = {"GEMM", "attention", "memory-bound", "collective"};
+  std::string out;
+  for (int k = 0; k < kKinds; ++k) {
+    const int64_t measured = n[k][1], outside = n[k][2], total = n[k][0] + n[k][1] + n[k][2];
+    if (measured + outside == 0) continue;
+    if (!out.empty()) out += "; ";
+    out += std::string(kNames[k]) + " " + std::to_string(measured) + " of " +
+           std::to_string(total) + " from the table";
+    if (outside > 0)
+      out += ", " + std::to_string(outside) + " outside its range (analytical model)";
+  }
+  return out.empty() ? out : "measured tables of " + profile + ": " + out;
+}
+
+double interpolate_log(double x, double x0, double y0, double x1, double y1) {
+  if (x1 == x0) return y0;
+  const double w = std::log(x / x0) / std::log(x1 / x0);
+  return y0 + w * (y1 - y0);
+}
+
+double measured_memory_gbps(const std::vector<MemorySample>& samples, double bytes) {
+  // Per kernel, the two samples that bracket `bytes`; the answer averages the kernels that do.
+  std::map<std::string, std::pair<const MemorySample*, const MemorySample*>> bracket;
+  for (const auto& s : samples) {
+    auto& [lo, hi] = bracket[s.kernel];
+    if (s.bytes <= bytes && (!lo || s.bytes > lo->bytes)) lo = &s;
+    if (s.bytes >= bytes && (!hi || s.bytes < hi->bytes)) hi = &s;
+  }
+  double sum = 0;
+  int n = 0;
+  for (const auto& [kernel, b] : bracket) {
+    if (!b.first || !b.second) continue;
+    sum += interpolate_log(bytes, b.first->bytes, b.first->gbps, b.second->bytes, b.second->gbps);
+    ++n;
+  }
+  return n > 0 ? sum / n : 0;
+}
+
+double measured_attention_tflops(const std::vector<AttentionSample>& samples, int64_t seq,
+                                 int64_t head_dim, bool backward) {
+  // The nearest measured head size (in log), then the two sequence lengths around `seq`.
+  int64_t best_d = 0;
+  for (const auto& s : samples) {
+    if (s.backward != backward) continue;
+    if (best_d == 0 || std::abs(std::log2(static_cast<double>(s.head_dim) / head_dim)) <
+                           std::abs(std::log2(static_cast<double>(best_d) / head_dim)))
+      best_d = s.head_dim;
+  }
+  const AttentionSample *lo = nullptr, *hi = nullptr;
+  for (const auto& s : samples) {
+    if (s.backward != backward || s.head_dim != best_d) continue;
+    if (s.seq <= seq && (!lo || s.seq > lo->seq)) lo = &s;
+    if (s.seq >= seq && (!hi || s.seq < hi->seq)) hi = &s;
+  }
+  if (!lo || !hi) return 0;
+  return interpolate_log(static_cast<double>(seq), static_cast<double>(lo->seq), lo->tflops,
+                         static_cast<double>(hi->seq), hi->tflops);
 }
 
 }  // namespace parallax

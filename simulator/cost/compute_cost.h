@@ -3,6 +3,8 @@
 /// kernel times. Measured tables in the profile take precedence over the analytical model.
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/hw_profile.h"
 
@@ -18,8 +20,22 @@ struct GemmShape {
 /// The three GEMMs of a linear layer in training.
 enum class GemmPass { kForward, kDataGradient, kWeightGradient };
 
-/// Where a cost came from, for reports ("measured table" or "analytical").
-enum class CostSource { kAnalytical, kMeasured };
+/// Where a cost came from, for reports: the analytical model (the profile has no table for it),
+/// a measured table, or the analytical model because the shape or size lies outside the table
+/// the profile has.
+enum class CostSource { kAnalytical, kMeasured, kOutsideTable };
+
+/// How often the cost models answered from measured tables, per kind of cost, so that a report
+/// can say how much of a prediction rests on measurements. Counts distinct priced operators
+/// (the lowering prices each layer kind once), not calls.
+struct TableUse {
+  enum Kind { kGemm, kAttention, kMemory, kCollective, kKinds };
+  int64_t n[kKinds][3] = {};
+  void add(Kind k, CostSource s) { ++n[k][static_cast<int>(s)]; }
+  /// "measured tables of NAME: GEMM 12 of 14 shapes (2 outside the table: analytical), ...";
+  /// empty when no table answered and none was consulted.
+  std::string summary(const std::string& profile) const;
+};
 
 struct KernelTime {
   double time_s = 0;
@@ -30,7 +46,8 @@ struct KernelTime {
 
 class ComputeCost {
  public:
-  explicit ComputeCost(const HwProfile& hw) : hw_(hw) {}
+  /// `use`, when given, counts where each cost came from.
+  explicit ComputeCost(const HwProfile& hw, TableUse* use = nullptr) : hw_(hw), use_(use) {}
 
   /// GEMM time. Roofline with tile and wave quantization:
   ///   t = max(2mnk / (peak * eff * u_tile * u_wave), bytes / (bw * eff_mem)) + overhead,
@@ -41,6 +58,9 @@ class ComputeCost {
   ///   orientations is taken, as library heuristics do (NVIDIA, "Matrix Multiplication
   ///   Background User's Guide", 2023). In fp8 only the math runs at the fp8 rate; the casts
   ///   are priced by fp8_casts.
+  /// With a measured GEMM table (profile gemm_samples of that precision) the efficiency is the
+  /// measured TFLOP/s over the peak, interpolated (measured_gemm_tflops); outside the table the
+  /// formula above answers, and the source says kOutsideTable.
   KernelTime gemm(const GemmShape& s, Precision p) const;
 
   /// Memory-bound casts an fp8 linear layer adds to each of its GEMMs (dynamic tensor-wise
@@ -56,15 +76,43 @@ class ComputeCost {
   ///   fwd flops = 2 b h_q s_q s_kv (d_qk + d_v) * f_causal, f_causal = 1/2 when masked;
   ///   bwd flops = 2.5 x fwd (recomputes S and P, five GEMM-like products; Dao 2023).
   /// Always in bf16 (fp8 recipes keep attention in bf16).
+  /// With a measured attention table (profile attention_samples): the achieved TFLOP/s of the
+  /// nearest head size, interpolated in log(seq) between the two nearest sequence lengths
+  /// (s_kv); outside the measured lengths the analytical model answers.
   KernelTime attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
                        bool causal, bool backward) const;
 
-  /// A memory-bound kernel moving `bytes` through HBM.
+  /// A memory-bound kernel moving `bytes` through HBM: bytes / (bw * eff) + overhead. With a
+  /// measured memory table (profile memory_samples), the bandwidth the measured kernels achieved
+  /// at that size, interpolated in log(bytes) for each kernel whose sizes bracket it and
+  /// averaged over those kernels (the measured time includes the launch); outside every
+  /// kernel's sizes the analytical model answers.
   KernelTime memory_bound(double bytes, double flops = 0) const;
 
  private:
   double gemm_efficiency(const GemmShape& s, Precision p, CostSource* src) const;
+  void count(TableUse::Kind k, CostSource s) const {
+    if (use_) use_->add(k, s);
+  }
   const HwProfile& hw_;
+  TableUse* use_ = nullptr;
 };
+
+/// Value at x of the line through (x0, y0) and (x1, y1) in log(x); y0 when x0 == x1.
+double interpolate_log(double x, double x0, double y0, double x1, double y1);
+/// Achieved TFLOP/s of an m x n x k GEMM in precision `p` from a measured GEMM table: trilinear
+/// in log(m), log(n), log(k) between the measured sizes around the shape (corners the table
+/// lacks are left out and the rest reweighted; with none, the nearest sample). A dimension may
+/// lie at most a factor 2 beyond the measured range (held at its edge); further out the answer
+/// is 0 (the analytical model's turn). `has_table`: whether `p` has samples at all.
+double measured_gemm_tflops(const std::vector<GemmSample>& samples, Precision p, int64_t m,
+                            int64_t n, int64_t k, bool* has_table);
+/// Achieved GB/s of a memory-bound kernel moving `bytes`, from a measured memory table (see
+/// ComputeCost::memory_bound); 0 when no kernel's sizes bracket `bytes`.
+double measured_memory_gbps(const std::vector<MemorySample>& samples, double bytes);
+/// Achieved TFLOP/s of attention at `seq` and `head_dim` from a measured attention table (see
+/// ComputeCost::attention); 0 when the measured lengths do not bracket `seq`.
+double measured_attention_tflops(const std::vector<AttentionSample>& samples, int64_t seq,
+                                 int64_t head_dim, bool backward);
 
 }  // namespace parallax

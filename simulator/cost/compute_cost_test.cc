@@ -184,11 +184,76 @@ TEST(ComputeCost, MeasuredGemmSampleOverridesNearbyShapesOnly) {
   // 512^3 is 9 octaves away: the analytical model answers.
   const GemmShape far{512, 512, 512};
   const KernelTime t_far = cost.gemm(far, Precision::kBf16);
-  EXPECT_EQ(t_far.source, CostSource::kAnalytical);
+  EXPECT_EQ(t_far.source, CostSource::kOutsideTable);  // the table exists, this shape is not in it
   EXPECT_DOUBLE_EQ(t_far.time_s, analytical.gemm(far, Precision::kBf16).time_s);
 
   // A bf16 sample says nothing about fp8.
   EXPECT_EQ(cost.gemm(near, Precision::kFp8).source, CostSource::kAnalytical);
+}
+
+TEST(ComputeCost, MeasuredMemoryTableInterpolatesPerKernelInLogBytes) {
+  HwProfile hw = round_profile();  // analytical: 1000 GB/s, no overhead
+  // copy: 100 GB/s at 1 MB, 400 GB/s at 4 MB; triad: 200 GB/s at 1 MB, 200 GB/s at 16 MB.
+  hw.memory_samples = {{"copy", 1e6, 100, 0.01},
+                       {"copy", 4e6, 400, 0.01},
+                       {"triad", 1e6, 200, 0.01},
+                       {"triad", 16e6, 200, 0.01}};
+  TableUse use;
+  const ComputeCost cost(hw, &use);
+  // 2 MB: copy at w = 1/2 -> 250 GB/s, triad 200; the kernels that bracket it are averaged.
+  KernelTime t = cost.memory_bound(2e6);
+  EXPECT_EQ(t.source, CostSource::kMeasured);
+  EXPECT_NEAR(t.time_s, 2e6 / (225 * kGB), kRel * t.time_s);
+  // 8 MB: only triad brackets it.
+  t = cost.memory_bound(8e6);
+  EXPECT_NEAR(t.time_s, 8e6 / (200 * kGB), kRel * t.time_s);
+  // Beyond every kernel's sizes: the analytical model, counted as outside the table.
+  t = cost.memory_bound(1e9);
+  EXPECT_EQ(t.source, CostSource::kOutsideTable);
+  EXPECT_NEAR(t.time_s, 1e9 / (1000 * kGB), kRel * t.time_s);
+  EXPECT_EQ(use.n[TableUse::kMemory][static_cast<int>(CostSource::kMeasured)], 2);
+  EXPECT_EQ(use.n[TableUse::kMemory][static_cast<int>(CostSource::kOutsideTable)], 1);
+}
+
+TEST(ComputeCost, MeasuredAttentionTableUsesNearestHeadSizeAndLogSeq) {
+  HwProfile hw = round_profile();
+  hw.attention_samples = {{1024, 128, false, 100, 0},
+                          {4096, 128, false, 300, 0},
+                          {1024, 64, false, 50, 0},
+                          {4096, 64, false, 60, 0},
+                          {1024, 128, true, 80, 0}};
+  const ComputeCost cost(hw);
+  // seq 2048, head 128, forward: w = 1/2 -> 200 TFLOP/s over the causal FLOPs.
+  KernelTime t = cost.attention(8, 2048, 2048, 128, 128, true, false);
+  EXPECT_EQ(t.source, CostSource::kMeasured);
+  const double fwd = 2.0 * 8 * 2048 * 2048 * 256 * 0.5;
+  EXPECT_NEAR(t.time_s, fwd / (200 * kTera), kRel * t.time_s);
+  // head 96 is nearer 128 than 64 in log (0.415 vs 0.585 octaves).
+  EXPECT_NEAR(measured_attention_tflops(hw.attention_samples, 2048, 96, false), 200, 1e-9);
+  // Backward has one length only: 1024 is measured, 2048 is outside and analytical.
+  EXPECT_EQ(cost.attention(8, 1024, 1024, 128, 128, true, true).source, CostSource::kMeasured);
+  t = cost.attention(8, 2048, 2048, 128, 128, true, true);
+  EXPECT_EQ(t.source, CostSource::kOutsideTable);
+  EXPECT_NEAR(t.time_s, 2.5 * fwd / (1000 * kTera * 0.4), kRel * t.time_s);
+}
+
+TEST(ComputeCost, MeasuredGemmTableInterpolatesTrilinearlyInLogShape) {
+  const std::vector<GemmSample> t = {{1024, 1024, 1024, Precision::kBf16, 100},
+                                     {2048, 1024, 1024, Precision::kBf16, 200},
+                                     {1024, 1024, 1024, Precision::kFp32, 7}};
+  bool has = false;
+  // Halfway in log(m) between the two measured m: halfway in TFLOP/s.
+  EXPECT_NEAR(measured_gemm_tflops(t, Precision::kBf16, 1448, 1024, 1024, &has), 150, 0.1);
+  EXPECT_TRUE(has);
+  // Up to a factor 2 beyond the measured range: held at the edge.
+  EXPECT_DOUBLE_EQ(measured_gemm_tflops(t, Precision::kBf16, 4096, 1024, 1024, &has), 200);
+  EXPECT_DOUBLE_EQ(measured_gemm_tflops(t, Precision::kBf16, 1024, 600, 1024, &has), 100);
+  // Further out: not measured.
+  EXPECT_DOUBLE_EQ(measured_gemm_tflops(t, Precision::kBf16, 8192, 1024, 1024, &has), 0);
+  // Each precision has its own table.
+  EXPECT_DOUBLE_EQ(measured_gemm_tflops(t, Precision::kFp32, 1024, 1024, 1024, &has), 7);
+  EXPECT_DOUBLE_EQ(measured_gemm_tflops(t, Precision::kFp8, 1024, 1024, 1024, &has), 0);
+  EXPECT_FALSE(has);
 }
 
 }  // namespace

@@ -1,0 +1,495 @@
+// CpuBackend: the ComputeBackend of one CPU core. GEMMs through Eigen (fp32, and bf16 through
+// Eigen::bfloat16), the memory-bound kernels and flash-style attention in fp32 (cpu_kernels.h),
+// each repetition timed with a steady clock. One rank per core is the model: nothing here
+// starts threads (Eigen is built without OpenMP, so its products are single-threaded).
+//
+// This is the only file of calibrate that includes Eigen and the only one built with
+// -march=native, so every Eigen instantiation of the library sees the same instruction set.
+
+// GCC 12's AVX-512 intrinsics trip its own -Wmaybe-uninitialized thousands of times inside
+// Eigen's packet code (GCC bug 105593); the headers are not ours to fix.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "calibrate/backend.h"
+#include "calibrate/cpu/cpu_kernels.h"
+
+namespace parallax::calibrate {
+namespace cpu {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstRowMap = Eigen::Map<const RowMatrix>;
+using RowMap = Eigen::Map<RowMatrix>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+/// Sets the entries of a scores tile whose key (j0 + c) comes after its query (i0 + r).
+template <typename Tile>
+void mask_future(Tile&& tile, int64_t i0, int64_t j0, float value) {
+  for (int64_t r = 0; r < tile.rows(); ++r) {
+    for (int64_t c = std::max<int64_t>(0, i0 + r - j0 + 1); c < tile.cols(); ++c) {
+      tile(r, c) = value;
+    }
+  }
+}
+
+}  // namespace
+
+void copy_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+}
+
+void triad_kernel(const float* b, const float* c, float s, float* a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+
+// The kernels with reductions or exp use Eigen arrays: without -ffast-math the compiler will not
+// reorder a float sum into vector lanes, nor vectorise std::exp; Eigen does both.
+void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t rows, int64_t cols) {
+  const ConstArrayMap weight(w, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const ConstArrayMap xr(x + r * cols, cols);
+    const float inv_rms = 1.0f / std::sqrt(xr.square().mean() + kRmsNormEps);
+    ArrayMap(y + r * cols, cols) = xr * inv_rms * weight;
+  }
+}
+
+void swiglu_kernel(const float* g, const float* u, float* y, int64_t n) {
+  const ConstArrayMap gate(g, n), up(u, n);
+  ArrayMap(y, n) = gate / (1.0f + (-gate).exp()) * up;
+}
+
+void softmax_kernel(const float* x, float* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const ConstArrayMap xr(x + r * cols, cols);
+    ArrayMap yr(y + r * cols, cols);
+    yr = (xr - xr.maxCoeff()).exp();
+    yr *= 1.0f / yr.sum();
+  }
+}
+
+void attention_forward(const AttentionHead& h, int64_t block) {
+  const int64_t s = h.seq, d = h.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const ConstRowMap q(h.q, s, d), k(h.k, s, d), v(h.v, s, d);
+  RowMap o(h.o, s, d);
+  Eigen::Map<Eigen::ArrayXf> lse(h.lse, s);
+  Eigen::MatrixXf tile(block, block);  // scores, then probabilities, of one block pair
+  RowMatrix acc(block, d);             // unnormalised output of one query block
+  Eigen::ArrayXf row_max(block), row_sum(block), new_max(block), rescale(block);
+  for (int64_t i0 = 0; i0 < s; i0 += block) {
+    const int64_t bi = std::min(block, s - i0);
+    const auto qi = q.middleRows(i0, bi);
+    auto acc_i = acc.topRows(bi);
+    auto m = row_max.head(bi);
+    auto l = row_sum.head(bi);
+    auto m_new = new_max.head(bi);
+    auto alpha = rescale.head(bi);
+    acc_i.setZero();
+    m.setConstant(-kInf);
+    l.setZero();
+    // Key blocks up to the diagonal. The first one holds key 0, which every query sees, so the
+    // running max is finite after it.
+    for (int64_t j0 = 0; j0 < i0 + bi; j0 += block) {
+      const int64_t bj = std::min(block, s - j0);
+      auto p = tile.topLeftCorner(bi, bj);
+      p.noalias() = (scale * qi) * k.middleRows(j0, bj).transpose();
+      const bool on_diagonal = j0 + bj - 1 > i0;
+      if (on_diagonal) mask_future(p, i0, j0, -kInf);
+      m_new = m.max(p.rowwise().maxCoeff().array());
+      p.array() = (p.array().colwise() - m_new).exp();
+      // Eigen's exp clamps its argument, so exp(-inf) is tiny rather than 0: zero it exactly.
+      if (on_diagonal) mask_future(p, i0, j0, 0.0f);
+      alpha = (m - m_new).exp();
+      l = l * alpha + p.rowwise().sum().array();
+      acc_i.array().colwise() *= alpha;
+      acc_i.noalias() += p * v.middleRows(j0, bj);
+      m = m_new;
+    }
+    o.middleRows(i0, bi) = (acc_i.array().colwise() / l).matrix();
+    lse.segment(i0, bi) = m + l.log();
+  }
+}
+
+void attention_backward(const AttentionHead& h, int64_t block) {
+  const int64_t s = h.seq, d = h.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const ConstRowMap q(h.q, s, d), k(h.k, s, d), v(h.v, s, d), o(h.o, s, d), d_o(h.d_o, s, d);
+  const Eigen::Map<const Eigen::ArrayXf> lse(h.lse, s);
+  RowMap dq(h.dq, s, d), dk(h.dk, s, d), dv(h.dv, s, d);
+  dq.setZero();
+  // D = rowsum(dO * O), which equals rowsum(dP * P): the softmax backward's correction term.
+  const Eigen::ArrayXf delta = (d_o.array() * o.array()).rowwise().sum();
+  Eigen::MatrixXf p_tile(block, block), dp_tile(block, block);
+  RowMatrix dk_acc(block, d), dv_acc(block, d);
+  for (int64_t j0 = 0; j0 < s; j0 += block) {
+    const int64_t bj = std::min(block, s - j0);
+    const auto kj = k.middleRows(j0, bj);
+    const auto vj = v.middleRows(j0, bj);
+    auto dkj = dk_acc.topRows(bj);
+    auto dvj = dv_acc.topRows(bj);
+    dkj.setZero();
+    dvj.setZero();
+    // Query and key blocks share one tiling, so queries before j0 see none of these keys.
+    for (int64_t i0 = j0; i0 < s; i0 += block) {
+      const int64_t bi = std::min(block, s - i0);
+      const auto qi = q.middleRows(i0, bi);
+      const auto doi = d_o.middleRows(i0, bi);
+      auto p = p_tile.topLeftCorner(bi, bj);
+      auto dp = dp_tile.topLeftCorner(bi, bj);
+      p.noalias() = (scale * qi) * kj.transpose();
+      p.array() = (p.array().colwise() - lse.segment(i0, bi)).exp();
+      if (j0 + bj - 1 > i0) mask_future(p, i0, j0, 0.0f);
+      dvj.noalias() += p.transpose() * doi;
+      dp.noalias() = doi * vj.transpose();
+      p.array() *= dp.array().colwise() - delta.segment(i0, bi);  // p now holds dS
+      dq.middleRows(i0, bi).noalias() += scale * (p * kj);
+      dkj.noalias() += scale * (p.transpose() * qi);
+    }
+    dk.middleRows(j0, bj) = dkj;
+    dv.middleRows(j0, bj) = dvj;
+  }
+}
+
+}  // namespace cpu
+
+namespace {
+
+using BfMatrix = Eigen::Matrix<Eigen::bfloat16, Eigen::Dynamic, Eigen::Dynamic>;
+using Clock = std::chrono::steady_clock;
+
+constexpr float kTriadScale = 3.0f;      // STREAM's scalar
+constexpr int64_t kAttentionBlock = 64;  // query and key rows per tile: 64 x 128 fp32 is 32 KiB
+// A benchmark may use this share of a rank's memory; beyond it the machine would swap or the
+// neighbouring ranks would run out, and the timing would not be of the kernel.
+constexpr double kMaxMemoryShare = 0.25;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string shape_text(int64_t a, int64_t b, int64_t c) {
+  return std::to_string(a) + "x" + std::to_string(b) + "x" + std::to_string(c);
+}
+
+/// Uniform values in [-1, 1] from a splitmix64 stream: fast enough for GiB-sized buffers, and
+/// the same numbers on every run.
+void fill_uniform(float* p, int64_t n, uint64_t seed) {
+  uint64_t x = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    p[i] = static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;  // 24 random bits
+  }
+}
+
+/// The "model name" of /proc/cpuinfo, or "cpu" where there is none (non-x86, no procfs).
+std::string read_cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const auto start = line.find_first_not_of(" \t", colon + 1);
+    if (start == std::string::npos) break;
+    return line.substr(start);
+  }
+  return "cpu";
+}
+
+/// MemTotal of /proc/meminfo in GiB, or 0 where it cannot be read.
+double read_mem_total_gib() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  double kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib / (1024.0 * 1024.0);
+  }
+  return 0;
+}
+
+/// Runs a benchmark body, turning the exceptions of allocation (and Eigen) into a diagnostic.
+template <typename Body>
+Result<Stats> guarded(const std::string& what, Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Diagnostic{what, "out of memory allocating the benchmark's buffers", "smaller shapes"};
+  } catch (const std::exception& e) {
+    return Diagnostic{what, std::string("failed: ") + e.what(), ""};
+  }
+}
+
+class CpuBackend final : public ComputeBackend {
+ public:
+  CpuBackend() : device_(read_cpu_model()) {
+    // The node's memory over its cores: one rank per core is the model, and how many ranks
+    // really share the node is not known here. 0 when /proc/meminfo cannot be read.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    memory_gib_ = read_mem_total_gib() / cores;
+  }
+
+  std::string name() const override { return "cpu-eigen"; }
+  std::string device() const override { return device_; }
+  /// MemTotal / hardware threads: a rank's share when one rank runs per core.
+  double memory_gib() const override { return memory_gib_; }
+  int activation_bytes() const override { return 4; }
+  std::vector<Precision> gemm_precisions() const override {
+    return {Precision::kFp32, Precision::kBf16};
+  }
+
+  Result<Stats> gemm(int64_t m, int64_t n, int64_t k, Precision p,
+                     const TimingPolicy& policy) override;
+  Result<Stats> memory_kernel(MemoryKernel kernel, int64_t rows, int64_t cols,
+                              const TimingPolicy& policy) override;
+  /// FLOPs of one call (what the suite divides by): forward 2 * bh * seq^2 * 2d * 0.5 (QK^T and
+  /// PV over the causal half), backward 2.5x that (cpu_kernels.h).
+  Result<Stats> attention(int64_t batch_heads, int64_t seq, int64_t head_dim, bool backward,
+                          const TimingPolicy& policy) override;
+
+ private:
+  /// A diagnostic when `bytes` of buffers exceed kMaxMemoryShare of this rank's memory.
+  std::optional<Diagnostic> check_footprint(const std::string& what, double bytes) const;
+  void prepare_gemm(int64_t m, int64_t n, int64_t k, Precision p);
+  void prepare_memory(MemoryKernel kernel, int64_t rows, int64_t cols);
+  void prepare_attention(int64_t batch_heads, int64_t seq, int64_t head_dim);
+  void run_attention(bool backward);
+  /// Reads one output element, so no compiler may drop the work that produced it.
+  void keep(float v) { sink_ = sink_ + v; }
+
+  std::string device_;
+  double memory_gib_ = 0;
+  volatile float sink_ = 0;
+
+  // GEMM operands of the last shape (fp32 or bf16; the other precision's are empty).
+  Eigen::MatrixXf a_, b_, c_;
+  BfMatrix a16_, b16_, c16_;
+  std::optional<std::tuple<int64_t, int64_t, int64_t, Precision>> gemm_shape_;
+
+  // Memory kernels: x0, x1 (second input of triad and swiglu), y, w (rmsnorm weight).
+  std::vector<float> x0_, x1_, y_, w_;
+  std::optional<std::tuple<MemoryKernel, int64_t, int64_t>> memory_shape_;
+
+  // Attention tensors of all heads, head after head; O and lse from one untimed forward.
+  std::vector<float> q_, k_, v_, o_, lse_, do_, dq_, dk_, dv_;
+  std::optional<std::tuple<int64_t, int64_t, int64_t>> attention_shape_;
+};
+
+std::optional<Diagnostic> CpuBackend::check_footprint(const std::string& what, double bytes) const {
+  const double limit = kMaxMemoryShare * memory_gib_ * (1ull << 30);
+  if (memory_gib_ <= 0 || bytes <= limit) return std::nullopt;
+  return Diagnostic{what,
+                    "buffers of " + std::to_string(bytes / (1ull << 30)) +
+                        " GiB exceed a quarter of this rank's memory (" +
+                        std::to_string(memory_gib_) + " GiB, MemTotal over the cores)",
+                    "use smaller shapes"};
+}
+
+void CpuBackend::prepare_gemm(int64_t m, int64_t n, int64_t k, Precision p) {
+  const auto shape = std::make_tuple(m, n, k, p);
+  if (gemm_shape_ == shape) return;
+  gemm_shape_.reset();
+  a_.resize(m, k);
+  b_.resize(k, n);
+  fill_uniform(a_.data(), m * k, 0x5eed01);
+  fill_uniform(b_.data(), k * n, 0x5eed02);
+  if (p == Precision::kBf16) {
+    a16_ = a_.cast<Eigen::bfloat16>();
+    b16_ = b_.cast<Eigen::bfloat16>();
+    c16_.resize(m, n);
+    a_.resize(0, 0);
+    b_.resize(0, 0);
+    c_.resize(0, 0);
+  } else {
+    c_.resize(m, n);
+    a16_.resize(0, 0);
+    b16_.resize(0, 0);
+    c16_.resize(0, 0);
+  }
+  gemm_shape_ = shape;
+}
+
+Result<Stats> CpuBackend::gemm(int64_t m, int64_t n, int64_t k, Precision p,
+                               const TimingPolicy& policy) {
+  const std::string what = "gemm " + shape_text(m, n, k) + " " + to_string(p);
+  if (m < 1 || n < 1 || k < 1) {
+    return Diagnostic{what, "m, n and k must be positive", ""};
+  }
+  if (p != Precision::kFp32 && p != Precision::kBf16) {
+    return Diagnostic{what, std::string("the cpu backend has no ") + to_string(p) + " GEMM",
+                      "precisions: fp32, bf16"};
+  }
+  const double element_bytes = p == Precision::kFp32 ? 4 : 2;
+  const double elements = static_cast<double>(m) * static_cast<double>(k) +
+                          static_cast<double>(k) * static_cast<double>(n) +
+                          static_cast<double>(m) * static_cast<double>(n);
+  if (auto d = check_footprint(what, elements * element_bytes)) return *d;
+  return guarded(what, [&]() -> Result<Stats> {
+    prepare_gemm(m, n, k, p);
+    auto once = [&]() -> double {
+      const auto t0 = Clock::now();
+      if (p == Precision::kBf16) {
+        c16_.noalias() = a16_ * b16_;
+      } else {
+        c_.noalias() = a_ * b_;
+      }
+      const double t = seconds_since(t0);
+      keep(p == Precision::kBf16 ? static_cast<float>(c16_(0, 0)) : c_(0, 0));
+      return t;
+    };
+    return time_repeated(once, policy, what);
+  });
+}
+
+void CpuBackend::prepare_memory(MemoryKernel kernel, int64_t rows, int64_t cols) {
+  const auto shape = std::make_tuple(kernel, rows, cols);
+  if (memory_shape_ == shape) return;
+  memory_shape_.reset();
+  const auto n = static_cast<size_t>(rows * cols);
+  const bool two_inputs = kernel == MemoryKernel::kTriad || kernel == MemoryKernel::kSwiglu;
+  x0_.resize(n);
+  y_.resize(n);
+  fill_uniform(x0_.data(), rows * cols, 0x5eed10);
+  x1_.resize(two_inputs ? n : 0);
+  x1_.shrink_to_fit();
+  if (two_inputs) fill_uniform(x1_.data(), rows * cols, 0x5eed11);
+  w_.resize(kernel == MemoryKernel::kRmsNorm ? static_cast<size_t>(cols) : 0);
+  if (!w_.empty()) fill_uniform(w_.data(), cols, 0x5eed12);
+  memory_shape_ = shape;
+}
+
+Result<Stats> CpuBackend::memory_kernel(MemoryKernel kernel, int64_t rows, int64_t cols,
+                                        const TimingPolicy& policy) {
+  const std::string what = std::string("memory ") + to_string(kernel) + " " + std::to_string(rows) +
+                           "x" + std::to_string(cols);
+  if (rows < 1 || cols < 1) {
+    return Diagnostic{what, "rows and cols must be positive", ""};
+  }
+  // x0, y and possibly x1, all fp32.
+  const double buffer_bytes = 3.0 * static_cast<double>(rows) * static_cast<double>(cols) * 4;
+  if (auto d = check_footprint(what, buffer_bytes)) return *d;
+  return guarded(what, [&]() -> Result<Stats> {
+    prepare_memory(kernel, rows, cols);
+    const int64_t n = rows * cols;
+    auto once = [&]() -> double {
+      const auto t0 = Clock::now();
+      switch (kernel) {
+        case MemoryKernel::kCopy:
+          cpu::copy_kernel(x0_.data(), y_.data(), n);
+          break;
+        case MemoryKernel::kTriad:
+          cpu::triad_kernel(x0_.data(), x1_.data(), kTriadScale, y_.data(), n);
+          break;
+        case MemoryKernel::kRmsNorm:
+          cpu::rmsnorm_kernel(x0_.data(), w_.data(), y_.data(), rows, cols);
+          break;
+        case MemoryKernel::kSwiglu:
+          cpu::swiglu_kernel(x0_.data(), x1_.data(), y_.data(), n);
+          break;
+        case MemoryKernel::kSoftmax:
+          cpu::softmax_kernel(x0_.data(), y_.data(), rows, cols);
+          break;
+      }
+      const double t = seconds_since(t0);
+      keep(y_[static_cast<size_t>(n - 1)]);
+      return t;
+    };
+    return time_repeated(once, policy, what);
+  });
+}
+
+void CpuBackend::prepare_attention(int64_t batch_heads, int64_t seq, int64_t head_dim) {
+  const auto shape = std::make_tuple(batch_heads, seq, head_dim);
+  if (attention_shape_ == shape) return;
+  attention_shape_.reset();
+  const int64_t n = batch_heads * seq * head_dim;
+  for (std::vector<float>* t : {&q_, &k_, &v_, &o_, &do_, &dq_, &dk_, &dv_}) {
+    t->resize(static_cast<size_t>(n));
+  }
+  lse_.resize(static_cast<size_t>(batch_heads * seq));
+  fill_uniform(q_.data(), n, 0x5eed20);
+  fill_uniform(k_.data(), n, 0x5eed21);
+  fill_uniform(v_.data(), n, 0x5eed22);
+  fill_uniform(do_.data(), n, 0x5eed23);
+  attention_shape_ = shape;
+  run_attention(false);  // the backward reads O and lse: one forward makes them real
+}
+
+void CpuBackend::run_attention(bool backward) {
+  const auto [batch_heads, seq, head_dim] = *attention_shape_;
+  const int64_t stride = seq * head_dim;
+  for (int64_t b = 0; b < batch_heads; ++b) {
+    const int64_t at = b * stride;
+    cpu::AttentionHead h;
+    h.seq = seq;
+    h.head_dim = head_dim;
+    h.q = q_.data() + at;
+    h.k = k_.data() + at;
+    h.v = v_.data() + at;
+    h.o = o_.data() + at;
+    h.lse = lse_.data() + b * seq;
+    h.d_o = do_.data() + at;
+    h.dq = dq_.data() + at;
+    h.dk = dk_.data() + at;
+    h.dv = dv_.data() + at;
+    if (backward) {
+      cpu::attention_backward(h, kAttentionBlock);
+    } else {
+      cpu::attention_forward(h, kAttentionBlock);
+    }
+  }
+}
+
+Result<Stats> CpuBackend::attention(int64_t batch_heads, int64_t seq, int64_t head_dim,
+                                    bool backward, const TimingPolicy& policy) {
+  const std::string what = std::string("attention ") + (backward ? "backward " : "forward ") +
+                           shape_text(batch_heads, seq, head_dim);
+  if (batch_heads < 1 || seq < 1 || head_dim < 1) {
+    return Diagnostic{what, "batch_heads, seq and head_dim must be positive", ""};
+  }
+  // Eight bh x seq x d tensors (Q, K, V, O, dO, dQ, dK, dV), all fp32.
+  const double elements =
+      static_cast<double>(batch_heads) * static_cast<double>(seq) * static_cast<double>(head_dim);
+  if (auto d = check_footprint(what, 8 * elements * 4)) return *d;
+  return guarded(what, [&]() -> Result<Stats> {
+    prepare_attention(batch_heads, seq, head_dim);
+    auto once = [&]() -> double {
+      const auto t0 = Clock::now();
+      run_attention(backward);
+      const double t = seconds_since(t0);
+      keep(backward ? dq_.back() : o_.back());
+      return t;
+    };
+    return time_repeated(once, policy, what);
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<ComputeBackend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace parallax::calibrate

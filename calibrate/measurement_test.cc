@@ -1,0 +1,71 @@
+#include "calibrate/measurement.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace parallax::calibrate {
+namespace {
+
+TEST(CalibrateStats, PercentilesInterpolateAndOutliersAreCounted) {
+  // 1..8, 10 and one far outlier: median 5.5, p10 = 1.9, p90 = 9.1 (linear between order stats).
+  const Stats s = summarize({10, 1, 2, 3, 4, 5, 6, 7, 8, 1000});
+  EXPECT_EQ(s.reps, 10);
+  EXPECT_DOUBLE_EQ(s.median_s, 5.5);
+  EXPECT_NEAR(s.p10_s, 1.9, 1e-12);
+  EXPECT_NEAR(s.p90_s, 109, 1e-9);
+  EXPECT_DOUBLE_EQ(s.min_s, 1);
+  EXPECT_DOUBLE_EQ(s.max_s, 1000);
+  EXPECT_EQ(s.outliers, 1);  // 1000 is beyond Q3 + 3 IQR
+  EXPECT_NEAR(s.spread(), (109 - 1.9) / 5.5, 1e-12);
+  EXPECT_EQ(summarize({2}).median_s, 2);
+}
+
+TEST(CalibrateTiming, WarmsUpThenStopsOnceStableOrOutOfTime) {
+  TimingPolicy p;
+  p.warmup = 2;
+  p.min_reps = 5;
+  p.max_reps = 100;
+  p.min_time_s = 0;
+  p.target_spread = 0.05;
+  int calls = 0;
+  // Constant times: stable at min_reps.
+  auto r = time_repeated([&] { return ++calls, 1e-3; }, p, "steady");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->reps, 5);
+  EXPECT_EQ(calls, 7);  // 2 warm-up + 5 timed
+  // Noisy times never settle: the time budget stops them.
+  p.max_time_s = 0.05;
+  int i = 0;
+  r = time_repeated([&] { return (++i % 2 ? 1e-3 : 3e-3); }, p, "noisy");
+  ASSERT_TRUE(r.ok());
+  EXPECT_GE(r->reps, 5);
+  EXPECT_LE(r->reps, 30);
+  // ... or max_reps.
+  p.max_time_s = 100;
+  p.max_reps = 12;
+  r = time_repeated([&] { return (++i % 2 ? 1e-3 : 3e-3); }, p, "capped");
+  EXPECT_EQ(r->reps, 12);
+}
+
+TEST(CalibrateTiming, FailuresAndNonsenseAreErrorsNotData) {
+  const TimingPolicy p = quick_policy();
+  auto failed = time_repeated([] { return -1.0; }, p, "gemm 8x8x8");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.errors().front().where, "gemm 8x8x8");
+  EXPECT_NE(failed.errors().front().what.find("failed"), std::string::npos);
+  for (double bad :
+       {0.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    auto r = time_repeated([bad] { return bad; }, p, "x");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.errors().front().what.find("nonsense"), std::string::npos);
+  }
+  // One nonsense repetition among good ones still fails the benchmark.
+  int n = 0;
+  auto r = time_repeated([&] { return ++n == 4 ? 0.0 : 1e-3; }, p, "x");
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace parallax::calibrate

@@ -1,0 +1,570 @@
+#include "calibrate/suite.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <optional>
+
+#include "core/text.h"
+#include "core/units.h"
+
+namespace parallax::calibrate {
+namespace {
+
+std::vector<int64_t> powers_of_two(int64_t lo, int64_t hi, int64_t step) {
+  std::vector<int64_t> out;
+  for (int64_t v = lo; v <= hi; v *= step) out.push_back(v);
+  return out;
+}
+
+std::string shape_text(const GemmShape3& s) {
+  return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+}
+
+std::string now_iso8601() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// The slowest rank's view of a point every rank measured: all ranks call this the same
+/// number of times, whatever their own outcome.
+std::optional<Stats> agree(Communicator& comm, const Result<Stats>& r, std::string* why) {
+  const double failed = comm.max_over_ranks(r.ok() ? 0.0 : 1.0);
+  const double slowest = comm.max_over_ranks(r.ok() ? r->median_s : 0.0);
+  if (failed > 0) {
+    *why = r.ok() ? "failed on another rank" : r.errors().front().what;
+    return std::nullopt;
+  }
+  Stats s = *r;
+  const double scale = s.median_s > 0 ? slowest / s.median_s : 1.0;
+  s.median_s *= scale;
+  s.p10_s *= scale;
+  s.p90_s *= scale;
+  s.min_s *= scale;
+  s.max_s *= scale;
+  return s;
+}
+
+/// Drops the non-monotone points of each series: `key` groups points, `size` orders them.
+template <typename Point, typename Key, typename Size>
+void drop_contradictions(std::vector<Point>* points, const char* table, Key key, Size size,
+                         const std::function<std::string(const Point&)>& what,
+                         std::vector<Rejected>* rejected) {
+  std::map<decltype(key(points->front())), std::vector<size_t>> series;
+  for (size_t i = 0; i < points->size(); ++i) series[key((*points)[i])].push_back(i);
+  std::vector<bool> drop(points->size(), false);
+  for (auto& [k, idx] : series) {
+    std::sort(idx.begin(), idx.end(),
+              [&](size_t a, size_t b) { return size((*points)[a]) < size((*points)[b]); });
+    std::vector<double> sizes, times;
+    for (size_t i : idx) {
+      sizes.push_back(size((*points)[i]));
+      times.push_back((*points)[i].stats.median_s);
+    }
+    for (size_t j : drop_non_monotone(sizes, times)) drop[idx[j]] = true;
+  }
+  std::vector<Point> kept;
+  for (size_t i = 0; i < points->size(); ++i) {
+    if (drop[i])
+      rejected->push_back({table, what((*points)[i]),
+                           "non-monotone: faster than smaller sizes of its series (or slower than "
+                           "larger ones) by more than 30%"});
+    else
+      kept.push_back((*points)[i]);
+  }
+  *points = std::move(kept);
+}
+
+}  // namespace
+
+const char* to_string(Table t) {
+  switch (t) {
+    case Table::kGemm:
+      return "gemm";
+    case Table::kMemory:
+      return "memory";
+    case Table::kAttention:
+      return "attention";
+    case Table::kCollectives:
+      return "collectives";
+  }
+  return "?";
+}
+
+Grid default_grid(GridKind kind, bool quick) {
+  Grid g;
+  const bool cpu = kind == GridKind::kCpu;
+  // GEMM: one CPU core runs ~0.1 TFLOP/s, a GPU ~1000; a repetition stays under ~50 ms.
+  const int64_t lo = cpu ? 64 : 256, hi = cpu ? 2048 : 16384;
+  const double max_flops = cpu ? 4.3e9 : 2.2e12;
+  const auto dims = powers_of_two(lo, hi, quick ? 4 : 2);
+  for (int64_t m : dims)
+    for (int64_t n : dims)
+      for (int64_t k : dims)
+        if (2.0 * m * n * k <= max_flops) g.gemm.push_back({m, n, k});
+  // Memory: activations of 4096 (CPU) or 8192 (GPU) columns, 64 KiB (1 MiB) per array up to
+  // 256 MiB (4 GiB): from the caches out to DRAM (HBM).
+  const int64_t cols = cpu ? 4096 : 8192;
+  const auto rows =
+      cpu ? powers_of_two(4, 16384, quick ? 16 : 2) : powers_of_two(32, 131072, quick ? 16 : 2);
+  for (MemoryKernel k : {MemoryKernel::kCopy, MemoryKernel::kTriad, MemoryKernel::kRmsNorm,
+                         MemoryKernel::kSwiglu, MemoryKernel::kSoftmax})
+    for (int64_t r : rows) g.memory.push_back({k, r, cols});
+  // Attention: causal, one head on a CPU core; on a GPU enough heads to fill it
+  // (batch_heads * seq = 256K tokens).
+  const auto seqs =
+      cpu ? powers_of_two(256, 2048, quick ? 4 : 2) : powers_of_two(512, 32768, quick ? 4 : 2);
+  for (bool bwd : {false, true})
+    for (int64_t d : {64, 128})
+      for (int64_t s : seqs)
+        g.attention.push_back({cpu ? 1 : std::max<int64_t>(1, 262144 / s), s, d, bwd});
+  g.collective_ops = {CollectiveOp::kAllReduce, CollectiveOp::kAllGather,
+                      CollectiveOp::kReduceScatter, CollectiveOp::kAllToAll,
+                      CollectiveOp::kSendRecv};
+  const double max_bytes = quick ? 16.0 * (1 << 20) : (cpu ? 256.0 : 1024.0) * (1 << 20);
+  for (double b = 16; b <= max_bytes; b *= quick ? 16 : 4) g.collective_bytes.push_back(b);
+  return g;
+}
+
+Grid fit_to_memory(Grid g, double memory_gib, int activation_bytes) {
+  const double budget = 0.25 * memory_gib * kGiB;
+  std::erase_if(g.gemm, [&](const GemmShape3& s) {
+    return 4.0 * (s.m * s.k + s.k * s.n + s.m * s.n) > budget;
+  });
+  std::erase_if(g.memory, [&](const MemoryShape& s) {
+    return 3.0 * s.rows * s.cols * activation_bytes > budget;
+  });
+  std::erase_if(g.attention, [&](const AttentionShape& a) {
+    return 8.0 * a.batch_heads * a.seq * a.head_dim * activation_bytes > budget;
+  });
+  std::erase_if(g.collective_bytes, [&](double b) { return 2.0 * b > budget; });
+  return g;
+}
+
+Grid check_grid(const HwProfile& p, int per_table, int activation_bytes) {
+  Grid g;
+  auto pick = [&](size_t n) {
+    std::vector<size_t> idx;
+    if (n == 0) return idx;
+    const size_t k = std::min<size_t>(n, static_cast<size_t>(std::max(1, per_table)));
+    for (size_t i = 0; i < k; ++i) idx.push_back(k == 1 ? n - 1 : i * (n - 1) / (k - 1));
+    idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+    return idx;
+  };
+  // Largest first tells the most (peaks); the even spread covers the rest.
+  for (size_t i : pick(p.gemm_samples.size())) {
+    const auto& s = p.gemm_samples[i];
+    g.gemm.push_back({s.m, s.n, s.k});
+  }
+  for (size_t i : pick(p.memory_samples.size())) {
+    const auto& s = p.memory_samples[i];
+    for (MemoryKernel k : {MemoryKernel::kCopy, MemoryKernel::kTriad, MemoryKernel::kRmsNorm,
+                           MemoryKernel::kSwiglu, MemoryKernel::kSoftmax}) {
+      if (s.kernel != to_string(k)) continue;
+      const int64_t cols = 4096;
+      const double per_row = memory_kernel_bytes(k, 1, cols, activation_bytes);
+      g.memory.push_back({k, std::max<int64_t>(1, std::llround(s.bytes / per_row)), cols});
+    }
+  }
+  for (size_t i : pick(p.attention_samples.size())) {
+    const auto& s = p.attention_samples[i];
+    g.attention.push_back({std::max<int64_t>(1, activation_bytes == 4 ? 1 : 262144 / s.seq), s.seq,
+                           s.head_dim, s.backward});
+  }
+  for (size_t i : pick(p.collective_samples.size())) {
+    const auto& s = p.collective_samples[i];
+    if (std::find(g.collective_ops.begin(), g.collective_ops.end(), s.op) == g.collective_ops.end())
+      g.collective_ops.push_back(s.op);
+    if (std::find(g.collective_bytes.begin(), g.collective_bytes.end(), s.bytes) ==
+        g.collective_bytes.end())
+      g.collective_bytes.push_back(s.bytes);
+  }
+  std::sort(g.collective_bytes.begin(), g.collective_bytes.end());
+  return g;
+}
+
+double bus_factor(CollectiveOp op, int n) {
+  const double f = n > 0 ? static_cast<double>(n - 1) / n : 0;
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+      return 2 * f;
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllToAll:
+      return f;
+    case CollectiveOp::kSendRecv:
+      return 1;
+  }
+  return 1;
+}
+
+double attention_flops(const AttentionShape& a) {
+  const double fwd = 2.0 * a.batch_heads * static_cast<double>(a.seq) * a.seq * 2 * a.head_dim / 2;
+  return a.backward ? 2.5 * fwd : fwd;
+}
+
+std::vector<size_t> drop_non_monotone(const std::vector<double>& sizes,
+                                      const std::vector<double>& times) {
+  constexpr double kSlack = 0.7;
+  const size_t n = times.size();
+  std::vector<bool> gone(n, false);
+  std::vector<size_t> dropped;
+  while (true) {
+    std::vector<int> conflicts(n, 0);
+    int most = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (gone[i]) continue;
+      for (size_t j = i + 1; j < n; ++j) {
+        if (gone[j] || !(sizes[j] > sizes[i])) continue;
+        // j is larger than i: it should not take much less time.
+        if (times[j] < kSlack * times[i]) {
+          most = std::max({most, ++conflicts[i], ++conflicts[j]});
+        }
+      }
+    }
+    if (most == 0) break;
+    // The point in the most conflicts goes; on a tie, the larger size (a too-fast large
+    // transfer is the usual nonsense: a skipped copy, a cached result).
+    size_t worst = n;
+    for (size_t i = 0; i < n; ++i)
+      if (!gone[i] && conflicts[i] == most) worst = i;
+    gone[worst] = true;
+    dropped.push_back(worst);
+  }
+  std::sort(dropped.begin(), dropped.end());
+  return dropped;
+}
+
+CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const SuiteOptions& opt) {
+  const auto start = std::chrono::steady_clock::now();
+  CalibrationData d;
+  d.backend = backend.name();
+  d.device = backend.device();
+  d.communicator = comm.name();
+  d.ranks = comm.size();
+  d.local_size = comm.local_size();
+  d.memory_gib = backend.memory_gib();
+  d.activation_bytes = backend.activation_bytes();
+  d.date = now_iso8601();
+  const auto driver_at = d.device.find("driver ");
+  if (driver_at != std::string::npos) {
+    d.driver = d.device.substr(driver_at);
+    if (!d.driver.empty() && d.driver.back() == ')') d.driver.pop_back();
+  }
+  const bool rank0 = comm.rank() == 0;
+  auto say = [&](const std::string& line) {
+    if (rank0 && opt.progress) opt.progress(line);
+  };
+  auto wants = [&](Table t) {
+    return std::find(opt.tables.begin(), opt.tables.end(), t) != opt.tables.end();
+  };
+  const Grid& g = opt.grid;
+  std::string why;
+
+  if (wants(Table::kGemm)) {
+    for (Precision p : backend.gemm_precisions()) {
+      size_t kept = 0;
+      double best = 0;
+      for (const GemmShape3& s : g.gemm) {
+        const std::string what = std::string("gemm ") + shape_text(s) + " " + to_string(p);
+        auto stats = agree(comm, backend.gemm(s.m, s.n, s.k, p, opt.policy), &why);
+        if (!stats) {
+          d.rejected.push_back({"gemm", what, why});
+          continue;
+        }
+        const double tflops = 2.0 * s.m * s.n * s.k / stats->median_s / kTera;
+        d.gemm.push_back({s, p, *stats, tflops});
+        best = std::max(best, tflops);
+        ++kept;
+      }
+      say(std::string("gemm ") + to_string(p) + ": " + std::to_string(kept) + " shapes, best " +
+          format_fixed(best * 1000, 1) + " GFLOP/s");
+    }
+  }
+
+  if (wants(Table::kMemory)) {
+    for (const MemoryShape& s : g.memory) {
+      const double bytes = memory_kernel_bytes(s.kernel, s.rows, s.cols, d.activation_bytes);
+      const std::string what = std::string("memory ") + to_string(s.kernel) + " " +
+                               std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      auto stats = agree(comm, backend.memory_kernel(s.kernel, s.rows, s.cols, opt.policy), &why);
+      if (!stats) {
+        d.rejected.push_back({"memory", what, why});
+        continue;
+      }
+      d.memory.push_back({s, bytes, *stats, bytes / stats->median_s / kGB});
+    }
+    drop_contradictions<MemoryPoint>(
+        &d.memory, "memory", [](const MemoryPoint& p) { return static_cast<int>(p.shape.kernel); },
+        [](const MemoryPoint& p) { return p.bytes; },
+        [](const MemoryPoint& p) {
+          return std::string("memory ") + to_string(p.shape.kernel) + " " + format_bytes(p.bytes);
+        },
+        &d.rejected);
+    double best = 0;
+    for (const auto& m : d.memory) best = std::max(best, m.gbps);
+    say("memory: " + std::to_string(d.memory.size()) + " points, best " + format_fixed(best, 1) +
+        " GB/s");
+  }
+
+  if (wants(Table::kAttention)) {
+    for (const AttentionShape& a : g.attention) {
+      const std::string what = std::string("attention ") + (a.backward ? "bwd " : "fwd ") +
+                               std::to_string(a.batch_heads) + "x" + std::to_string(a.seq) + "x" +
+                               std::to_string(a.head_dim);
+      auto stats = agree(
+          comm, backend.attention(a.batch_heads, a.seq, a.head_dim, a.backward, opt.policy), &why);
+      if (!stats) {
+        d.rejected.push_back({"attention", what, why});
+        continue;
+      }
+      const double flops = attention_flops(a);
+      d.attention.push_back({a, flops, *stats, flops / stats->median_s / kTera});
+    }
+    drop_contradictions<AttentionPoint>(
+        &d.attention, "attention",
+        [](const AttentionPoint& p) { return p.shape.head_dim * 2 + (p.shape.backward ? 1 : 0); },
+        [](const AttentionPoint& p) { return p.flops; },
+        [](const AttentionPoint& p) {
+          return std::string("attention ") + (p.shape.backward ? "bwd" : "fwd") + " seq " +
+                 std::to_string(p.shape.seq) + " d " + std::to_string(p.shape.head_dim);
+        },
+        &d.rejected);
+    double best = 0;
+    for (const auto& a : d.attention) best = std::max(best, a.tflops);
+    say("attention: " + std::to_string(d.attention.size()) + " points, best " +
+        format_fixed(best * 1000, 1) + " GFLOP/s");
+  }
+
+  if (wants(Table::kCollectives) && comm.size() > 1) {
+    const LinkClass link =
+        comm.local_size() >= comm.size() ? LinkClass::kScaleUp : LinkClass::kScaleOut;
+    for (CollectiveOp op : g.collective_ops) {
+      for (double bytes : g.collective_bytes) {
+        const std::string what =
+            std::string("collective ") + to_string(op) + " " + format_bytes(bytes);
+        auto stats = comm.collective(op, bytes, opt.policy);
+        if (!stats) {
+          d.rejected.push_back({"collectives", what, stats.errors().front().what});
+          continue;
+        }
+        const double algbw = bytes / stats->median_s / kGB;
+        d.collectives.push_back(
+            {op, link, comm.size(), bytes, *stats, algbw, algbw * bus_factor(op, comm.size())});
+      }
+      say(std::string("collectives ") + to_string(op) + ": done");
+    }
+    drop_contradictions<CollectivePoint>(
+        &d.collectives, "collectives",
+        [](const CollectivePoint& p) { return static_cast<int>(p.op); },
+        [](const CollectivePoint& p) { return p.bytes; },
+        [](const CollectivePoint& p) {
+          return std::string("collective ") + to_string(p.op) + " " + format_bytes(p.bytes);
+        },
+        &d.rejected);
+  } else if (wants(Table::kCollectives)) {
+    say("collectives: skipped (one rank; launch with mpirun -np N to measure them)");
+  }
+  d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return d;
+}
+
+namespace {
+
+Json stats_json(const Stats& s) {
+  return {{"reps", s.reps},         {"median_s", s.median_s}, {"p10_s", s.p10_s},
+          {"p90_s", s.p90_s},       {"min_s", s.min_s},       {"max_s", s.max_s},
+          {"outliers", s.outliers}, {"spread", s.spread()}};
+}
+
+Stats stats_from(JsonFields& f) {
+  Stats s;
+  s.reps = static_cast<int>(f.integer("reps"));
+  s.median_s = f.number("median_s");
+  s.p10_s = f.number("p10_s", s.median_s);
+  s.p90_s = f.number("p90_s", s.median_s);
+  s.min_s = f.number("min_s", s.median_s);
+  s.max_s = f.number("max_s", s.median_s);
+  s.outliers = static_cast<int>(f.integer("outliers", 0));
+  return s;
+}
+
+std::optional<MemoryKernel> parse_kernel(const std::string& s) {
+  for (MemoryKernel k : {MemoryKernel::kCopy, MemoryKernel::kTriad, MemoryKernel::kRmsNorm,
+                         MemoryKernel::kSwiglu, MemoryKernel::kSoftmax})
+    if (s == to_string(k)) return k;
+  return std::nullopt;
+}
+
+std::optional<CollectiveOp> parse_op(const std::string& s) {
+  for (CollectiveOp op :
+       {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
+        CollectiveOp::kAllToAll, CollectiveOp::kSendRecv})
+    if (s == to_string(op)) return op;
+  return std::nullopt;
+}
+
+}  // namespace
+
+Json to_json(const CalibrationData& d) {
+  Json j = {{"format", "parallax-calibration/1"},
+            {"backend", d.backend},
+            {"device", d.device},
+            {"communicator", d.communicator},
+            {"date", d.date},
+            {"driver", d.driver},
+            {"ranks", d.ranks},
+            {"local_size", d.local_size},
+            {"memory_gib", d.memory_gib},
+            {"activation_bytes", d.activation_bytes},
+            {"quick", d.quick},
+            {"seconds", d.seconds}};
+  Json g = Json::array(), m = Json::array(), a = Json::array(), c = Json::array(),
+       r = Json::array();
+  for (const auto& p : d.gemm)
+    g.push_back({{"m", p.shape.m},
+                 {"n", p.shape.n},
+                 {"k", p.shape.k},
+                 {"precision", to_string(p.precision)},
+                 {"tflops", p.tflops},
+                 {"stats", stats_json(p.stats)}});
+  for (const auto& p : d.memory)
+    m.push_back({{"kernel", to_string(p.shape.kernel)},
+                 {"rows", p.shape.rows},
+                 {"cols", p.shape.cols},
+                 {"bytes", p.bytes},
+                 {"gbps", p.gbps},
+                 {"stats", stats_json(p.stats)}});
+  for (const auto& p : d.attention)
+    a.push_back({{"batch_heads", p.shape.batch_heads},
+                 {"seq", p.shape.seq},
+                 {"head_dim", p.shape.head_dim},
+                 {"backward", p.shape.backward},
+                 {"flops", p.flops},
+                 {"tflops", p.tflops},
+                 {"stats", stats_json(p.stats)}});
+  for (const auto& p : d.collectives)
+    c.push_back({{"op", to_string(p.op)},
+                 {"link", to_string(p.link)},
+                 {"ranks", p.ranks},
+                 {"bytes", p.bytes},
+                 {"algbw_gbps", p.algbw_gbps},
+                 {"busbw_gbps", p.busbw_gbps},
+                 {"stats", stats_json(p.stats)}});
+  for (const auto& x : d.rejected)
+    r.push_back({{"table", x.table}, {"what", x.what}, {"why", x.why}});
+  j["gemm"] = g;
+  j["memory"] = m;
+  j["attention"] = a;
+  j["collectives"] = c;
+  j["rejected"] = r;
+  return j;
+}
+
+Result<CalibrationData> calibration_from_json(const Json& j, const std::string& where) {
+  Diagnostics diag;
+  JsonFields f(j, where, &diag);
+  CalibrationData d;
+  if (f.string("format", "") != "parallax-calibration/1")
+    diag.push_back({where + "/format", "not a calibration file",
+                    "expected \"format\": \"parallax-calibration/1\" (calibrate --raw writes it)"});
+  d.backend = f.string("backend");
+  d.device = f.string("device", "");
+  d.communicator = f.string("communicator", "");
+  d.date = f.string("date", "");
+  d.driver = f.string("driver", "");
+  d.ranks = static_cast<int>(f.integer("ranks", 1));
+  d.local_size = static_cast<int>(f.integer("local_size", 1));
+  d.memory_gib = f.number("memory_gib", 0.0);
+  d.activation_bytes = static_cast<int>(f.integer("activation_bytes", 4));
+  d.quick = f.boolean("quick", false);
+  d.seconds = f.number("seconds", 0.0);
+  auto rows = [&](const char* key, auto&& read) {
+    const Json* arr = f.object(key);
+    if (!arr) return;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const std::string w = where + "/" + key + "/" + std::to_string(i);
+      JsonFields r((*arr)[i], w, &diag);
+      Stats s;
+      if (const Json* st = r.object("stats")) {
+        JsonFields sf(*st, w + "/stats", &diag);
+        s = stats_from(sf);
+      } else {
+        diag.push_back({w + "/stats", "missing", "every point keeps its timing statistics"});
+      }
+      if (!(s.median_s > 0) || !std::isfinite(s.median_s))
+        diag.push_back({w + "/stats/median_s", "must be a positive time", ""});
+      read(r, w, s);
+    }
+  };
+  rows("gemm", [&](JsonFields& r, const std::string& w, const Stats& s) {
+    GemmPoint p;
+    p.shape = {r.integer("m"), r.integer("n"), r.integer("k")};
+    const std::string prec = r.string("precision");
+    if (auto pp = parse_precision(prec))
+      p.precision = *pp;
+    else
+      diag.push_back({w + "/precision", "unknown precision '" + prec + "'", "fp32, bf16, fp8"});
+    p.stats = s;
+    p.tflops = s.median_s > 0 ? 2.0 * p.shape.m * p.shape.n * p.shape.k / s.median_s / kTera : 0;
+    d.gemm.push_back(p);
+  });
+  rows("memory", [&](JsonFields& r, const std::string& w, const Stats& s) {
+    MemoryPoint p;
+    const std::string k = r.string("kernel");
+    if (auto kk = parse_kernel(k))
+      p.shape.kernel = *kk;
+    else
+      diag.push_back(
+          {w + "/kernel", "unknown kernel '" + k + "'", "copy, triad, rmsnorm, swiglu, softmax"});
+    p.shape.rows = r.integer("rows");
+    p.shape.cols = r.integer("cols");
+    p.bytes = memory_kernel_bytes(p.shape.kernel, p.shape.rows, p.shape.cols, d.activation_bytes);
+    p.stats = s;
+    p.gbps = s.median_s > 0 ? p.bytes / s.median_s / kGB : 0;
+    d.memory.push_back(p);
+  });
+  rows("attention", [&](JsonFields& r, const std::string&, const Stats& s) {
+    AttentionPoint p;
+    p.shape = {r.integer("batch_heads"), r.integer("seq"), r.integer("head_dim"),
+               r.boolean("backward", false)};
+    p.flops = attention_flops(p.shape);
+    p.stats = s;
+    p.tflops = s.median_s > 0 ? p.flops / s.median_s / kTera : 0;
+    d.attention.push_back(p);
+  });
+  rows("collectives", [&](JsonFields& r, const std::string& w, const Stats& s) {
+    CollectivePoint p;
+    const std::string op = r.string("op");
+    if (auto o = parse_op(op))
+      p.op = *o;
+    else
+      diag.push_back({w + "/op", "unknown collective '" + op + "'",
+                      "all_reduce, all_gather, reduce_scatter, all_to_all, send_recv"});
+    p.link =
+        r.string("link", "scale_up") == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
+    p.ranks = static_cast<int>(r.integer("ranks"));
+    p.bytes = r.number("bytes");
+    p.stats = s;
+    p.algbw_gbps = s.median_s > 0 ? p.bytes / s.median_s / kGB : 0;
+    p.busbw_gbps = p.algbw_gbps * bus_factor(p.op, p.ranks);
+    d.collectives.push_back(p);
+  });
+  if (const Json* rej = f.object("rejected")) {
+    for (size_t i = 0; i < rej->size(); ++i) {
+      JsonFields r((*rej)[i], where + "/rejected/" + std::to_string(i), &diag);
+      d.rejected.push_back({r.string("table"), r.string("what"), r.string("why")});
+    }
+  }
+  if (!diag.empty()) return diag;
+  return d;
+}
+
+}  // namespace parallax::calibrate
