@@ -26,6 +26,7 @@ TimingPolicy quick_policy() {
   p.min_time_s = 0.005;
   p.max_time_s = 0.1;
   p.target_spread = 0.1;
+  p.timeout_s = 5;
   return p;
 }
 
@@ -52,11 +53,20 @@ Result<Stats> time_repeated(const std::function<double()>& once, const TimingPol
     if (!std::isfinite(t) || t == 0)
       return Diagnostic{what, "nonsense timing (" + std::to_string(t) + " s)",
                         "left out of the tables and the fit"};
+    if (t > policy.timeout_s)
+      return Diagnostic{what,
+                        "timed out: one repetition took " + std::to_string(t) + " s, over " +
+                            std::to_string(policy.timeout_s) + " s",
+                        "left out of the tables and the fit"};
     return std::nullopt;
   };
-  // Warm-up timings are not data, but a device failure there is still a failure.
-  for (int i = 0; i < policy.warmup; ++i)
-    if (once() < 0) return Diagnostic{what, "the benchmark failed on the device", ""};
+  // Warm-up timings are not data, but a failure or time-out there is still one.
+  for (int i = 0; i < policy.warmup; ++i) {
+    const double t = once();
+    if (t < 0 || t > policy.timeout_s) {
+      if (auto d = check(t)) return *d;
+    }
+  }
   std::vector<double> times;
   double total = 0;
   while (static_cast<int>(times.size()) < policy.max_reps) {

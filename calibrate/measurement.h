@@ -20,6 +20,9 @@ struct TimingPolicy {
   double max_time_s = 0.5;   ///< ... but never beyond this (after min_reps)
   /// Stop early once the interdecile spread (p90 - p10) / median falls below this.
   double target_spread = 0.05;
+  /// One repetition (warm-up included) longer than this times the benchmark out: it is
+  /// reported and left out. A running kernel is not interrupted; the next one is not started.
+  double timeout_s = 20;
 };
 
 /// A quick policy (calibrate --quick) and the full one.
@@ -39,8 +42,10 @@ struct Stats {
 Stats summarize(std::vector<double> times);
 
 /// Runs `once` under `policy`. `once` returns one repetition's seconds, or a negative value when
-/// the device failed (the error is then `what` + "failed"). A zero, negative, NaN or infinite
-/// duration is nonsense and fails the benchmark: it is reported, never kept as data.
+/// the device failed (the error is then `what` + "failed"). A zero, NaN or infinite duration is
+/// nonsense and one beyond policy.timeout_s a time-out: either fails the benchmark, which is
+/// reported, never kept as data. The stopping decisions depend only on the values `once`
+/// returns, so ranks that agree on each value (the slowest rank's) stop together.
 Result<Stats> time_repeated(const std::function<double()>& once, const TimingPolicy& policy,
                             const std::string& what);
 

@@ -61,6 +61,12 @@ TEST(CalibrateTiming, FailuresAndNonsenseAreErrorsNotData) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.errors().front().what.find("nonsense"), std::string::npos);
   }
+  // A repetition beyond the time-out (here in the warm-up) times the benchmark out.
+  TimingPolicy slow = p;
+  slow.timeout_s = 1;
+  auto timed_out = time_repeated([] { return 2.0; }, slow, "attention bwd");
+  ASSERT_FALSE(timed_out.ok());
+  EXPECT_NE(timed_out.errors().front().what.find("timed out"), std::string::npos);
   // One nonsense repetition among good ones still fails the benchmark.
   int n = 0;
   auto r = time_repeated([&] { return ++n == 4 ? 0.0 : 1e-3; }, p, "x");

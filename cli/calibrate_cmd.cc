@@ -54,11 +54,16 @@ void print_report(std::ostream& os, const CalibrationData& d) {
     const GemmPoint* best = *std::max_element(
         pts.begin(), pts.end(), [](auto* a, auto* b) { return a->tflops < b->tflops; });
     std::vector<double> spreads;
-    for (auto* p : pts) spreads.push_back(p->stats.spread());
+    int outliers = 0;
+    for (auto* p : pts) {
+      spreads.push_back(p->stats.spread());
+      outliers += p->stats.outliers;
+    }
     os << "  gemm " << to_string(prec) << ": " << pts.size() << " shapes, best "
        << format_fixed(best->tflops * 1000, 1) << " GFLOP/s at " << best->shape.m << "x"
        << best->shape.n << "x" << best->shape.k << ", median spread "
-       << format_fixed(100 * median_spread(spreads), 1) << "%\n";
+       << format_fixed(100 * median_spread(spreads), 1) << "%, " << outliers
+       << " outlier repetitions\n";
   }
   std::map<std::string, std::pair<const MemoryPoint*, const MemoryPoint*>> mem;
   for (const auto& m : d.memory) {
@@ -78,12 +83,14 @@ void print_report(std::ostream& os, const CalibrationData& d) {
   if (!d.collectives.empty()) {
     os << "  collectives on " << d.collectives.front().ranks << " ranks ("
        << to_string(d.collectives.front().link) << "):\n";
-    os << "    op              size    time(us)  algbw(GB/s)  busbw(GB/s)  spread\n";
+    os << "    op              size    time(us)  algbw(GB/s)  busbw(GB/s)  spread  reps  "
+          "outliers\n";
     for (const auto& c : d.collectives) {
       char line[160];
-      std::snprintf(line, sizeof line, "    %-14s %9s %11.2f %12.3f %12.3f  %5.1f%%\n",
+      std::snprintf(line, sizeof line, "    %-14s %9s %11.2f %12.3f %12.3f  %5.1f%% %5d %9d\n",
                     to_string(c.op), format_bytes(c.bytes).c_str(), c.stats.median_s * 1e6,
-                    c.algbw_gbps, c.busbw_gbps, 100 * c.stats.spread());
+                    c.algbw_gbps, c.busbw_gbps, 100 * c.stats.spread(), c.stats.reps,
+                    c.stats.outliers);
       os << line;
     }
   }
