@@ -47,19 +47,48 @@ class ComputeBackend {
                                   const TimingPolicy& policy) = 0;
 };
 
+/// Which ranks form one group of a collective: `size` ranks `stride` apart. Rank r belongs to
+/// the group of block r / (size * stride) and lane r % stride; its index in the group is
+/// (r % (size * stride)) / stride. {n, 1} with n = the world is every rank; {g, 1} consecutive
+/// groups (inside a node when g divides the ranks per node); {nodes, ranks per node} one rank of
+/// each node per group. All groups run at once, as the TP or DP groups of a job do.
+struct Grouping {
+  int size = 0;
+  int stride = 1;
+};
+/// The key that puts ranks of one group together (an MPI_Comm_split color).
+inline int group_color(int rank, Grouping g) {
+  const int block = g.size * g.stride;
+  return (rank / block) * g.stride + rank % g.stride;
+}
+/// This rank's index within its group.
+inline int group_rank(int rank, Grouping g) { return (rank % (g.size * g.stride)) / g.stride; }
+/// Whether `g` tiles `world` ranks: size >= 2, stride >= 1, size * stride divides the world.
+inline bool valid_grouping(Grouping g, int world) {
+  return g.size >= 2 && g.stride >= 1 && world % (g.size * g.stride) == 0;
+}
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual std::string name() const = 0;  ///< "mpi", "nccl", "single"
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// Ranks that share this rank's node (its scale-up domain for the fit).
+  /// Ranks that share this rank's node (its scale-up domain for the fit). Ranks are assumed
+  /// placed by node in blocks (mpirun's default --map-by core/slot).
   virtual int local_size() const = 0;
-  /// One collective over every rank (all ranks call it with the same arguments). `bytes` is the
-  /// nccl-tests size: the buffer of all-reduce, the gathered output of all-gather, the input of
-  /// reduce-scatter, the whole send buffer of all-to-all, one message of send/recv (rank pairs
-  /// 2i <-> 2i+1). The returned stats are the slowest rank's, so every rank agrees.
-  virtual Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& policy) = 0;
+  /// One collective in every group of `group` at once (all ranks call it with the same
+  /// arguments). `bytes` is the nccl-tests size within a group: the buffer of all-reduce, the
+  /// gathered output of all-gather, the input of reduce-scatter, the whole send buffer of
+  /// all-to-all, one message of send/recv (pairs of group ranks 2i <-> 2i+1, both directions at
+  /// once). The returned stats are the slowest rank's over all groups, so every rank agrees.
+  /// Fails (on every rank) when `group` does not tile the ranks.
+  virtual Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& policy,
+                                   Grouping group) = 0;
+  /// The collective over every rank.
+  Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& policy) {
+    return collective(op, bytes, policy, Grouping{size(), 1});
+  }
   /// The largest of `v` over all ranks (every rank gets it).
   virtual double max_over_ranks(double v) = 0;
 };

@@ -50,8 +50,9 @@ class SingleCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   int local_size() const override { return 1; }
-  Result<Stats> collective(CollectiveOp op, double /*bytes*/,
-                           const TimingPolicy& /*policy*/) override {
+  using Communicator::collective;
+  Result<Stats> collective(CollectiveOp op, double /*bytes*/, const TimingPolicy& /*policy*/,
+                           Grouping /*group*/) override {
     return Diagnostic{std::string("collective ") + parallax::to_string(op),
                       "no collectives with one rank",
                       "launch with mpirun -np 2 or more (mpi) or on several GPUs (nccl)"};

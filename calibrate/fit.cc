@@ -274,24 +274,33 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
   }
   for (const auto& [link, points] : by_link) {
     const bool up = link == LinkClass::kScaleUp;
+    // Latency from the pairs of the smallest groups; bandwidth from all-reduce in the largest
+    // (a whole node for scale-up: what the fabric's nominal bandwidth describes).
+    int smallest_group = 0, biggest_group = 0;
+    for (const CollectivePoint* c : points) {
+      smallest_group = smallest_group == 0 ? c->ranks : std::min(smallest_group, c->ranks);
+      biggest_group = std::max(biggest_group, c->ranks);
+    }
     std::vector<double> x, t;
     double big = 0, bw = 0;
     for (const CollectivePoint* c : points) {
-      if (c->op == CollectiveOp::kSendRecv) {
+      if (c->op == CollectiveOp::kSendRecv && c->ranks == smallest_group) {
         x.push_back(c->bytes);
         t.push_back(c->stats.median_s);
       }
-      if (c->op == CollectiveOp::kAllReduce) big = std::max(big, c->bytes);
+      if (c->op == CollectiveOp::kAllReduce && c->ranks == biggest_group)
+        big = std::max(big, c->bytes);
     }
     for (const CollectivePoint* c : points)
-      if (c->op == CollectiveOp::kAllReduce && c->bytes >= big / 4)
+      if (c->op == CollectiveOp::kAllReduce && c->ranks == biggest_group && c->bytes >= big / 4)
         bw = std::max(bw, c->busbw_gbps);
-    const std::string ranks = std::to_string(points.front()->ranks) + " ranks";
+    const std::string ranks = std::to_string(smallest_group) + "-rank groups";
+    const std::string bw_ranks = std::to_string(biggest_group) + "-rank groups";
     if (auto lb = fit_latency_bandwidth(x, t)) {
       set.num(up ? "scale_up_latency_us" : "scale_out_latency_us",
               up ? &HwProfile::scale_up_latency_us : &HwProfile::scale_out_latency_us,
               lb->latency_s / kUs,
-              "send/recv fit t = a + S/B over " + std::to_string(lb->points) + " sizes on " +
+              "send/recv fit t = a + S/B over " + std::to_string(lb->points) + " sizes in " +
                   ranks + " (B = " + fmt(lb->bandwidth_gbps) + " GB/s, rms error " +
                   fmt(100 * lb->rms_rel_error) + "%)");
     } else {
@@ -304,8 +313,8 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
       double HwProfile::*bw_m = up ? &HwProfile::scale_up_bw_gbps : &HwProfile::scale_out_bw_gbps;
       double HwProfile::*eff_m =
           up ? &HwProfile::scale_up_efficiency : &HwProfile::scale_out_efficiency;
-      const std::string how = "best all-reduce bus bandwidth at the largest sizes on " + ranks +
-                              ": " + fmt(bw) + " GB/s";
+      const std::string how = "best all-reduce bus bandwidth at the biggest_group sizes in " +
+                              bw_ranks + ": " + fmt(bw) + " GB/s";
       if (based) {
         set.num(eff_key, eff_m, std::min(1.0, bw / (opt.base.value().*bw_m)),
                 how + " / nominal " + fmt(opt.base.value().*bw_m));

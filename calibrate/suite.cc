@@ -7,6 +7,7 @@
 #include <ctime>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "core/text.h"
 #include "core/units.h"
@@ -190,6 +191,22 @@ Grid check_grid(const HwProfile& p, int per_table, int activation_bytes) {
   return g;
 }
 
+std::vector<GroupPlan> collective_groups(int world, int local) {
+  std::vector<GroupPlan> out;
+  if (world < 2) return out;
+  if (local < 1 || local > world || world % local != 0) local = world;  // one node
+  auto sizes = [](int n) {
+    std::vector<int> v;
+    for (int g = 2; g < n; g *= 2)
+      if (n % g == 0) v.push_back(g);
+    if (n >= 2) v.push_back(n);
+    return v;
+  };
+  for (int g : sizes(local)) out.push_back({Grouping{g, 1}, LinkClass::kScaleUp});
+  for (int d : sizes(world / local)) out.push_back({Grouping{d, local}, LinkClass::kScaleOut});
+  return out;
+}
+
 double bus_factor(CollectiveOp op, int n) {
   const double f = n > 0 ? static_cast<double>(n - 1) / n : 0;
   switch (op) {
@@ -344,29 +361,35 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
   }
 
   if (wants(Table::kCollectives) && comm.size() > 1) {
-    const LinkClass link =
-        comm.local_size() >= comm.size() ? LinkClass::kScaleUp : LinkClass::kScaleOut;
-    for (CollectiveOp op : g.collective_ops) {
-      for (double bytes : g.collective_bytes) {
-        const std::string what =
-            std::string("collective ") + to_string(op) + " " + format_bytes(bytes);
-        auto stats = comm.collective(op, bytes, opt.policy);
-        if (!stats) {
-          d.rejected.push_back({"collectives", what, stats.errors().front().what});
-          continue;
+    for (const GroupPlan& gp : collective_groups(comm.size(), comm.local_size())) {
+      const Grouping& grp = gp.grouping;
+      const std::string in = " in groups of " + std::to_string(grp.size) +
+                             (grp.stride > 1 ? " (one rank per node)" : "");
+      for (CollectiveOp op : g.collective_ops) {
+        for (double bytes : g.collective_bytes) {
+          const std::string what =
+              std::string("collective ") + to_string(op) + " " + format_bytes(bytes) + in;
+          auto stats = comm.collective(op, bytes, opt.policy, grp);
+          if (!stats) {
+            d.rejected.push_back({"collectives", what, stats.errors().front().what});
+            continue;
+          }
+          const double algbw = bytes / stats->median_s / kGB;
+          d.collectives.push_back({op, gp.link, grp.size, grp.stride, bytes, *stats, algbw,
+                                   algbw * bus_factor(op, grp.size)});
         }
-        const double algbw = bytes / stats->median_s / kGB;
-        d.collectives.push_back(
-            {op, link, comm.size(), bytes, *stats, algbw, algbw * bus_factor(op, comm.size())});
       }
-      say(std::string("collectives ") + to_string(op) + ": done");
+      say(std::string("collectives") + in + " (" + to_string(gp.link) + "): done");
     }
     drop_contradictions<CollectivePoint>(
         &d.collectives, "collectives",
-        [](const CollectivePoint& p) { return static_cast<int>(p.op); },
+        [](const CollectivePoint& p) {
+          return std::make_tuple(static_cast<int>(p.op), p.ranks, p.stride);
+        },
         [](const CollectivePoint& p) { return p.bytes; },
         [](const CollectivePoint& p) {
-          return std::string("collective ") + to_string(p.op) + " " + format_bytes(p.bytes);
+          return std::string("collective ") + to_string(p.op) + " " + format_bytes(p.bytes) +
+                 " in groups of " + std::to_string(p.ranks);
         },
         &d.rejected);
   } else if (wants(Table::kCollectives)) {
@@ -454,6 +477,7 @@ Json to_json(const CalibrationData& d) {
     c.push_back({{"op", to_string(p.op)},
                  {"link", to_string(p.link)},
                  {"ranks", p.ranks},
+                 {"stride", p.stride},
                  {"bytes", p.bytes},
                  {"algbw_gbps", p.algbw_gbps},
                  {"busbw_gbps", p.busbw_gbps},
@@ -551,6 +575,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
     p.link =
         r.string("link", "scale_up") == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
     p.ranks = static_cast<int>(r.integer("ranks"));
+    p.stride = static_cast<int>(r.integer("stride", 1));
     p.bytes = r.number("bytes");
     p.stats = s;
     p.algbw_gbps = s.median_s > 0 ? p.bytes / s.median_s / kGB : 0;

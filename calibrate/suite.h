@@ -81,7 +81,8 @@ struct AttentionPoint {
 struct CollectivePoint {
   CollectiveOp op = CollectiveOp::kAllReduce;
   LinkClass link = LinkClass::kScaleUp;
-  int ranks = 0;
+  int ranks = 0;   ///< ranks in one group
+  int stride = 1;  ///< between the group's ranks (ranks per node for one rank per node)
   double bytes = 0;
   Stats stats;            ///< the slowest rank's
   double algbw_gbps = 0;  ///< nccl-tests: bytes / time
@@ -112,6 +113,16 @@ struct CalibrationData {
 /// nccl-tests' bus bandwidth factor of `op` on n ranks: all-reduce 2(n-1)/n, all-gather,
 /// reduce-scatter and all-to-all (n-1)/n, send/recv 1.
 double bus_factor(CollectiveOp op, int n);
+
+/// The groups a job of `world` ranks, `local` per node, measures collectives in: consecutive
+/// groups of 2, 4, ... up to a node (scale-up), and with two or more nodes, one rank per node in
+/// groups of 2, 4, ... up to every node (scale-out: each rank on its own NIC, as the
+/// simulator's inter-domain step runs). Ranks are assumed placed by node in blocks.
+struct GroupPlan {
+  Grouping grouping;
+  LinkClass link = LinkClass::kScaleUp;
+};
+std::vector<GroupPlan> collective_groups(int world, int local);
 
 /// FLOPs of causal flash attention: forward 2 bh s^2 2d / 2, backward 2.5x forward.
 double attention_flops(const AttentionShape& a);

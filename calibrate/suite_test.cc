@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "calibrate/fit.h"
 #include "core/json_io.h"
@@ -54,8 +56,13 @@ class FakeComm : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 4; }
   int local_size() const override { return 4; }
-  Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& pol) override {
-    const double t = 5e-6 + bus_factor(op, 4) * bytes / (8 * kGB);
+  using Communicator::collective;
+  Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& pol,
+                           Grouping g) override {
+    if (!valid_grouping(g, 4)) return Diagnostic{"fake", "bad grouping", ""};
+    // Groups of 4 ranks 1 apart share the node's fabric; pairs get it to themselves (faster).
+    const double bw = g.size == 4 ? 8 : 12;
+    const double t = 5e-6 + bus_factor(op, g.size) * bytes / (bw * kGB);
     return time_repeated([t] { return t; }, pol, "collective");
   }
   double max_over_ranks(double v) override { return v; }
@@ -104,6 +111,36 @@ TEST(CalibrateGrid, FitToMemoryDropsWhatCannotBeAllocated) {
   EXPECT_FALSE(g.gemm.empty());
 }
 
+TEST(CalibrateSuite, CollectiveGroupsCoverTheNodeAndOneRankPerNode) {
+  auto shapes = [](int world, int local) {
+    std::vector<std::tuple<int, int, LinkClass>> v;
+    for (const auto& g : collective_groups(world, local))
+      v.emplace_back(g.grouping.size, g.grouping.stride, g.link);
+    return v;
+  };
+  using T = std::vector<std::tuple<int, int, LinkClass>>;
+  const LinkClass up = LinkClass::kScaleUp, out = LinkClass::kScaleOut;
+  EXPECT_EQ(shapes(16, 8), (T{{2, 1, up}, {4, 1, up}, {8, 1, up}, {2, 8, out}}));
+  EXPECT_EQ(shapes(2, 2), (T{{2, 1, up}}));
+  EXPECT_EQ(shapes(12, 6), (T{{2, 1, up}, {6, 1, up}, {2, 6, out}}));
+  EXPECT_EQ(shapes(4, 1), (T{{2, 1, out}, {4, 1, out}}));  // one rank per node
+  EXPECT_TRUE(shapes(1, 1).empty());
+  // Every grouping tiles the job, and group_color puts exactly `size` ranks in each group.
+  for (const auto& g : collective_groups(16, 8)) {
+    EXPECT_TRUE(valid_grouping(g.grouping, 16));
+    std::map<int, std::set<int>> members;
+    for (int r = 0; r < 16; ++r)
+      members[group_color(r, g.grouping)].insert(group_rank(r, g.grouping));
+    EXPECT_EQ(members.size(), 16u / g.grouping.size);
+    for (const auto& [color, idx] : members)
+      EXPECT_EQ(static_cast<int>(idx.size()), g.grouping.size);
+  }
+  // One rank per node: ranks 3 and 11 of 2 nodes x 8 share a group, as indices 0 and 1.
+  const Grouping per_node{2, 8};
+  EXPECT_EQ(group_color(3, per_node), group_color(11, per_node));
+  EXPECT_EQ(group_rank(11, per_node), 1);
+}
+
 TEST(CalibrateSuite, NonMonotoneDropsTheContradictingPoint) {
   // 4 at size 3 is far below its neighbours: it goes, nothing else does.
   EXPECT_EQ(drop_non_monotone({1, 2, 3, 4, 5}, {10, 20, 4, 40, 50}), (std::vector<size_t>{2}));
@@ -133,7 +170,7 @@ TEST(CalibrateSuite, FaultsAreReportedAndLeftOut) {
   EXPECT_EQ(d.rejected.size(), 3u);
   // nccl-tests columns: busbw = algbw x 2(n-1)/n for all-reduce.
   for (const auto& p : d.collectives)
-    EXPECT_NEAR(p.busbw_gbps, p.algbw_gbps * bus_factor(p.op, 4), 1e-12);
+    EXPECT_NEAR(p.busbw_gbps, p.algbw_gbps * bus_factor(p.op, p.ranks), 1e-12);
 }
 
 TEST(CalibrateFit, RecoversTheSyntheticDevice) {
@@ -155,6 +192,10 @@ TEST(CalibrateFit, RecoversTheSyntheticDevice) {
   EXPECT_NEAR(p.scale_up_latency_us, 5, 0.05);
   EXPECT_NEAR(p.scale_up_bw_gbps * p.scale_up_efficiency, 8, 0.05);
   EXPECT_EQ(p.scale_up_domain, 4);
+  // Both group sizes of the node are in the table, each its own series.
+  std::set<int> groups;
+  for (const auto& s : p.collective_samples) groups.insert(s.group_size);
+  EXPECT_EQ(groups, (std::set<int>{2, 4}));
   EXPECT_NE(p.sources.at("scale_out_bw_gbps").find("not measured"), std::string::npos);
   EXPECT_NE(p.sources.at("fp32_tflops").find("measured by parallax calibrate"), std::string::npos);
   // Every sample of every table is data, with its spread.

@@ -80,19 +80,21 @@ void print_report(std::ostream& os, const CalibrationData& d) {
        << a.shape.head_dim << " x" << a.shape.batch_heads << ": "
        << format_fixed(a.tflops * 1000, 1) << " GFLOP/s (spread "
        << format_fixed(100 * a.stats.spread(), 1) << "%)\n";
-  if (!d.collectives.empty()) {
-    os << "  collectives on " << d.collectives.front().ranks << " ranks ("
-       << to_string(d.collectives.front().link) << "):\n";
-    os << "    op              size    time(us)  algbw(GB/s)  busbw(GB/s)  spread  reps  "
-          "outliers\n";
-    for (const auto& c : d.collectives) {
-      char line[160];
-      std::snprintf(line, sizeof line, "    %-14s %9s %11.2f %12.3f %12.3f  %5.1f%% %5d %9d\n",
-                    to_string(c.op), format_bytes(c.bytes).c_str(), c.stats.median_s * 1e6,
-                    c.algbw_gbps, c.busbw_gbps, 100 * c.stats.spread(), c.stats.reps,
-                    c.stats.outliers);
-      os << line;
+  std::pair<int, int> shown{0, 0};
+  for (const auto& c : d.collectives) {
+    if (std::make_pair(c.ranks, c.stride) != shown) {
+      shown = {c.ranks, c.stride};
+      os << "  collectives in groups of " << c.ranks << (c.stride > 1 ? " (one rank per node)" : "")
+         << ", " << to_string(c.link) << ":\n";
+      os << "    op              size    time(us)  algbw(GB/s)  busbw(GB/s)  spread  reps  "
+            "outliers\n";
     }
+    char line[160];
+    std::snprintf(line, sizeof line, "    %-14s %9s %11.2f %12.3f %12.3f  %5.1f%% %5d %9d\n",
+                  to_string(c.op), format_bytes(c.bytes).c_str(), c.stats.median_s * 1e6,
+                  c.algbw_gbps, c.busbw_gbps, 100 * c.stats.spread(), c.stats.reps,
+                  c.stats.outliers);
+    os << line;
   }
   if (!d.rejected.empty()) {
     os << "  left out (" << d.rejected.size() << "):\n";

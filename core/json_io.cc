@@ -284,6 +284,7 @@ std::optional<CollectiveOp> parse_collective(const std::string& s) {
 
 void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnostics* d) {
   JsonFields f(t, where, d);
+  f.reject_unknown({"gemm", "memory", "attention", "collectives"});
   if (const Json* g = f.object("gemm")) {
     for (size_t i = 0; i < g->size(); ++i) {
       JsonFields s((*g)[i], where + "/gemm/" + std::to_string(i), d);

@@ -11,10 +11,12 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <new>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -80,7 +82,9 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    for (auto& [key, group] : groups_) MPI_Comm_free(&group);
+    MPI_Comm_free(&comm_);
   }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -89,7 +93,9 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }
-  Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& policy) override;
+  using Communicator::collective;
+  Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& policy,
+                           Grouping group) override;
   double max_over_ranks(double v) override {
     double max = v;
     MPI_Allreduce(&v, &max, 1, MPI_DOUBLE, MPI_MAX, comm_);
@@ -97,25 +103,48 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
-  /// Sizes the buffers for (op, bytes); reallocates only when they change.
-  void prepare(CollectiveOp op, double bytes);
-  /// One untimed run of the prepared collective; MPI_SUCCESS or an MPI error code.
-  int run(CollectiveOp op);
+  /// Sizes the buffers for (op, bytes) in groups of `group_size`; reallocates only on a change.
+  void prepare(CollectiveOp op, double bytes, int group_size);
+  /// One untimed run of the prepared collective in `group` (this rank's index `index` of
+  /// `group_size`); MPI_SUCCESS or an MPI error code.
+  int run(CollectiveOp op, MPI_Comm group, int index, int group_size);
+  /// This rank's communicator for `g` (the whole job for {size, 1}), made once.
+  int group_comm(Grouping g, MPI_Comm* out);
 
   MPI_Comm comm_;
+  std::map<std::pair<int, int>, MPI_Comm> groups_;
   int rank_ = 0;
   int size_ = 1;
   int local_size_ = 1;
   Counts counts_;
   std::vector<float> send_, recv_;
-  std::optional<std::pair<CollectiveOp, double>> shape_;
+  std::optional<std::tuple<CollectiveOp, double, int>> shape_;
 };
 
-void MpiCommunicator::prepare(CollectiveOp op, double bytes) {
-  const auto shape = std::make_pair(op, bytes);
+int MpiCommunicator::group_comm(Grouping g, MPI_Comm* out) {
+  if (g.size == size_ && g.stride == 1) {
+    *out = comm_;
+    return MPI_SUCCESS;
+  }
+  const auto key = std::make_pair(g.size, g.stride);
+  if (auto it = groups_.find(key); it != groups_.end()) {
+    *out = it->second;
+    return MPI_SUCCESS;
+  }
+  MPI_Comm sub = MPI_COMM_NULL;
+  const int rc = MPI_Comm_split(comm_, group_color(rank_, g), rank_, &sub);
+  if (rc != MPI_SUCCESS) return rc;
+  MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+  groups_[key] = sub;
+  *out = sub;
+  return MPI_SUCCESS;
+}
+
+void MpiCommunicator::prepare(CollectiveOp op, double bytes, int group_size) {
+  const auto shape = std::make_tuple(op, bytes, group_size);
   if (shape_ == shape) return;
   shape_.reset();
-  counts_ = counts_for(op, bytes, size_);
+  counts_ = counts_for(op, bytes, group_size);
   size_t send = 0, recv = 0;
   switch (op) {
     case CollectiveOp::kAllReduce:
@@ -137,52 +166,65 @@ void MpiCommunicator::prepare(CollectiveOp op, double bytes) {
   shape_ = shape;
 }
 
-int MpiCommunicator::run(CollectiveOp op) {
+int MpiCommunicator::run(CollectiveOp op, MPI_Comm group, int index, int group_size) {
   const int total = static_cast<int>(counts_.total);
   const int per_rank = static_cast<int>(counts_.per_rank);
   switch (op) {
     case CollectiveOp::kAllReduce:
-      return MPI_Allreduce(send_.data(), recv_.data(), total, MPI_FLOAT, MPI_SUM, comm_);
+      return MPI_Allreduce(send_.data(), recv_.data(), total, MPI_FLOAT, MPI_SUM, group);
     case CollectiveOp::kAllGather:
       return MPI_Allgather(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank, MPI_FLOAT,
-                           comm_);
+                           group);
     case CollectiveOp::kReduceScatter:
       return MPI_Reduce_scatter_block(send_.data(), recv_.data(), per_rank, MPI_FLOAT, MPI_SUM,
-                                      comm_);
+                                      group);
     case CollectiveOp::kAllToAll:
       return MPI_Alltoall(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank, MPI_FLOAT,
-                          comm_);
+                          group);
     case CollectiveOp::kSendRecv: {
       // Pairs 2i <-> 2i+1 exchange one message each way at once; an odd last rank idles.
-      const int peer = rank_ ^ 1;
-      if (peer >= size_) return MPI_SUCCESS;
+      const int peer = index ^ 1;
+      if (peer >= group_size) return MPI_SUCCESS;
       return MPI_Sendrecv(send_.data(), total, MPI_FLOAT, peer, 0, recv_.data(), total, MPI_FLOAT,
-                          peer, 0, comm_, MPI_STATUS_IGNORE);
+                          peer, 0, group, MPI_STATUS_IGNORE);
     }
   }
   return MPI_ERR_OTHER;
 }
 
-Result<Stats> MpiCommunicator::collective(CollectiveOp op, double bytes,
-                                          const TimingPolicy& policy) {
-  const std::string what = std::string("collective ") + parallax::to_string(op) + " " +
-                           std::to_string(static_cast<int64_t>(bytes)) + " B over " +
-                           std::to_string(size_) + " ranks";
+Result<Stats> MpiCommunicator::collective(CollectiveOp op, double bytes, const TimingPolicy& policy,
+                                          Grouping grouping) {
+  const std::string what =
+      std::string("collective ") + parallax::to_string(op) + " " +
+      std::to_string(static_cast<int64_t>(bytes)) + " B in groups of " +
+      std::to_string(grouping.size) +
+      (grouping.stride > 1 ? " ranks " + std::to_string(grouping.stride) + " apart" : " ranks");
   if (size_ < 2) {
     return Diagnostic{what, "collectives need at least 2 ranks, got 1",
                       "launch with mpirun -np 2 or more"};
+  }
+  if (!valid_grouping(grouping, size_)) {
+    return Diagnostic{what,
+                      "groups of " + std::to_string(grouping.size) + " ranks " +
+                          std::to_string(grouping.stride) + " apart do not tile " +
+                          std::to_string(size_) + " ranks",
+                      "size >= 2 and size * stride dividing the number of ranks"};
   }
   if (!(bytes > 0) || !std::isfinite(bytes)) {
     return Diagnostic{what, "bytes must be positive, got " + std::to_string(bytes), ""};
   }
   // MPI counts are ints; the largest buffer holds counts.total floats.
   if (!(bytes / sizeof(float) < static_cast<double>(INT_MAX)) ||
-      counts_for(op, bytes, size_).total > INT_MAX) {
+      counts_for(op, bytes, grouping.size).total > INT_MAX) {
     return Diagnostic{what, "more than INT_MAX floats in one MPI call",
                       "at most " + std::to_string(int64_t{INT_MAX} * 4) + " bytes"};
   }
+  MPI_Comm group = MPI_COMM_NULL;
+  if (const int rc = group_comm(grouping, &group); rc != MPI_SUCCESS)
+    return Diagnostic{what, "MPI_Comm_split failed: " + mpi_error_text(rc), ""};
+  const int index = group_rank(rank_, grouping);
   try {
-    prepare(op, bytes);
+    prepare(op, bytes, grouping.size);
   } catch (const std::bad_alloc&) {
     return Diagnostic{what, "out of memory allocating the collective's buffers", "smaller sizes"};
   }
@@ -190,7 +232,7 @@ Result<Stats> MpiCommunicator::collective(CollectiveOp op, double bytes,
   auto once = [&]() -> double {
     MPI_Barrier(comm_);
     const double t0 = MPI_Wtime();
-    const int rc = run(op);
+    const int rc = run(op, group, index, grouping.size);
     // Every rank learns the slowest duration, and whether any rank failed.
     double local[2] = {MPI_Wtime() - t0, rc == MPI_SUCCESS ? 0.0 : 1.0};
     double slowest[2] = {0, 0};

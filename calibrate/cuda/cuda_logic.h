@@ -1,15 +1,18 @@
 #pragma once
 /// Decisions of the CUDA backend that need no GPU, kept as plain data so they can be tested on a
 /// machine without one: launch shapes, the attention tiling, the cuBLASLt layout of a GEMM, the
-/// element counts of a collective under the nccl-tests byte conventions. Pure, header-only C++:
-/// no CUDA headers and no library, so the test builds everywhere.
+/// element counts of a collective under the nccl-tests byte conventions, the groups of a
+/// grouped collective. Pure, header-only C++: no CUDA headers and no library, so the test builds
+/// everywhere.
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "calibrate/backend.h"
 #include "core/hw_profile.h"
 #include "core/result.h"
 
@@ -101,6 +104,19 @@ CollectiveCounts collective_counts(CollectiveOp op, double bytes, int ranks, int
 /// The partner of `rank` in send/recv pairs 2i <-> 2i+1, or -1 for the last rank of an odd
 /// count.
 int sendrecv_partner(int rank, int ranks);
+
+/// A grouping in words: "groups of 4 ranks", "groups of 2 ranks 8 apart".
+std::string describe_grouping(Grouping g);
+
+/// Every problem with `g` over `world` ranks (empty exactly when valid_grouping(g, world)):
+/// groups of fewer than 2 ranks, a stride below 1, groups that do not tile the world. `where`
+/// prefixes the diagnostics.
+Diagnostics check_grouping(Grouping g, int world, const std::string& where);
+
+/// The ranks of every group of `g` over `world` ranks, which `g` must tile: members[c][i] is the
+/// rank of color c (group_color) and group rank i (group_rank), so each group lists its ranks in
+/// rising order, and member i of a group is that group's rank i (ncclCommInitAll's devlist order).
+std::vector<std::vector<int>> grouping_members(Grouping g, int world);
 
 /// A CUDA version number as text: 12040 -> "12.4", 13000 -> "13.0".
 std::string format_cuda_version(int version);
@@ -239,6 +255,54 @@ inline CollectiveCounts collective_counts(CollectiveOp op, double bytes, int ran
 inline int sendrecv_partner(int rank, int ranks) {
   const int partner = rank ^ 1;
   return partner < ranks ? partner : -1;
+}
+
+inline std::string describe_grouping(Grouping g) {
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "literal" + std::string&&.
+  std::string s = "groups of ";
+  s += std::to_string(g.size);
+  s += " ranks";
+  if (g.stride != 1) {
+    s += " ";
+    s += std::to_string(g.stride);
+    s += " apart";
+  }
+  return s;
+}
+
+inline Diagnostics check_grouping(Grouping g, int world, const std::string& where) {
+  Diagnostics ds;
+  if (g.size < 2) {
+    ds.push_back({where, "a group needs at least 2 ranks, got " + std::to_string(g.size),
+                  world < 2 ? "run on 2 or more GPUs" : ""});
+  }
+  if (g.stride < 1) {
+    ds.push_back(
+        {where,
+         "the stride between group ranks must be at least 1, got " + std::to_string(g.stride), ""});
+  }
+  // 64 bits, so that absurd sizes cannot overflow; the span is only meaningful when positive.
+  const int64_t span = static_cast<int64_t>(g.size) * g.stride;
+  if (span >= 1 && world % span != 0) {
+    std::string fits;
+    for (int d = 2; d <= world; ++d) {
+      if (world % d != 0) continue;
+      if (!fits.empty()) fits += ", ";
+      fits += std::to_string(d);
+    }
+    ds.push_back({where,
+                  describe_grouping(g) + " span " + std::to_string(span) +
+                      " ranks, which do not tile " + std::to_string(world) + " ranks",
+                  fits.empty() ? "run on 2 or more GPUs" : "size x stride in {" + fits + "}"});
+  }
+  return ds;
+}
+
+inline std::vector<std::vector<int>> grouping_members(Grouping g, int world) {
+  PX_CHECK(valid_grouping(g, world), describe_grouping(g) << " do not tile " << world << " ranks");
+  std::vector<std::vector<int>> members(world / g.size, std::vector<int>(g.size, -1));
+  for (int r = 0; r < world; ++r) members[group_color(r, g)][group_rank(r, g)] = r;
+  return members;
 }
 
 inline std::string format_cuda_version(int version) {

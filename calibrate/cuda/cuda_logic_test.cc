@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace parallax::calibrate::gpu {
 namespace {
 
@@ -98,6 +100,60 @@ TEST(SendRecvPartner, PairsEvenWithOdd) {
   EXPECT_EQ(sendrecv_partner(1, 4), 0);
   EXPECT_EQ(sendrecv_partner(3, 4), 2);
   EXPECT_EQ(sendrecv_partner(4, 5), -1);
+}
+
+TEST(CudaGrouping, DescribedInWords) {
+  EXPECT_EQ(describe_grouping({4, 1}), "groups of 4 ranks");
+  EXPECT_EQ(describe_grouping({2, 8}), "groups of 2 ranks 8 apart");
+}
+
+TEST(CudaGrouping, CheckReportsEveryProblemAndAgreesWithValidGrouping) {
+  EXPECT_TRUE(check_grouping({8, 1}, 8, "nccl").empty());
+  EXPECT_TRUE(check_grouping({2, 4}, 16, "nccl").empty());
+  // 3 x 1 does not divide 8; the hint lists the spans that do.
+  const Diagnostics untiled = check_grouping({3, 1}, 8, "nccl");
+  ASSERT_EQ(untiled.size(), 1u);
+  EXPECT_NE(untiled[0].str().find("groups of 3 ranks span 3 ranks, which do not tile 8 ranks"),
+            std::string::npos);
+  EXPECT_NE(untiled[0].str().find("{2, 4, 8}"), std::string::npos);
+  // One GPU: the default whole-world grouping {1, 1} has no peer.
+  const Diagnostics alone = check_grouping({1, 1}, 1, "nccl");
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_NE(alone[0].str().find("at least 2 ranks, got 1"), std::string::npos);
+  EXPECT_NE(alone[0].str().find("2 or more GPUs"), std::string::npos);
+  EXPECT_EQ(check_grouping({0, 0}, 8, "nccl").size(), 2u);
+  // Empty exactly when the grouping is valid, over a range that includes nonsense.
+  for (int world = 1; world <= 16; ++world) {
+    for (int size = -1; size <= 17; ++size) {
+      for (int stride = -1; stride <= 17; ++stride) {
+        const Grouping g{size, stride};
+        EXPECT_EQ(check_grouping(g, world, "nccl").empty(), valid_grouping(g, world))
+            << world << " " << size << " " << stride;
+      }
+    }
+  }
+}
+
+TEST(CudaGrouping, MembersListEachGroupByGroupRank) {
+  using Members = std::vector<std::vector<int>>;
+  // The whole world is one group in rank order.
+  EXPECT_EQ(grouping_members({4, 1}, 4), (Members{{0, 1, 2, 3}}));
+  // Consecutive pairs (inside a node).
+  EXPECT_EQ(grouping_members({2, 1}, 8), (Members{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  // One rank of each of 2 nodes of 4: ranks 4 apart.
+  EXPECT_EQ(grouping_members({2, 4}, 8), (Members{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  // Two blocks of 2 x 2: color = block * stride + lane.
+  EXPECT_EQ(grouping_members({2, 2}, 8), (Members{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+  // Every rank appears once, at its own color and group rank.
+  const Grouping g{4, 2};
+  const Members m = grouping_members(g, 16);
+  ASSERT_EQ(m.size(), 4u);
+  for (int c = 0; c < 4; ++c) {
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(group_color(m[c][i], g), c);
+      EXPECT_EQ(group_rank(m[c][i], g), i);
+    }
+  }
 }
 
 TEST(FormatCudaVersion, MajorDotMinor) {

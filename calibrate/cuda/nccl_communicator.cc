@@ -3,6 +3,12 @@
 //     rank's index on its node; rank 0's ncclUniqueId is broadcast with MPI_Bcast.
 //   Single process (no MPI, or a world of one): this process drives every visible GPU through
 //     ncclCommInitAll, each call issued for all GPUs between ncclGroupStart and ncclGroupEnd.
+// A grouped collective runs on communicators made once per grouping and kept: in multi-process
+// mode each rank joins its group's (the group's rank 0 sends its ncclUniqueId over an
+// MPI_Comm_split of the world); in one process, one ncclCommInitAll per group over that group's
+// GPUs. The whole-world grouping uses the communicator made at start. The barrier before a
+// repetition and the slowest time stay over the whole job, so all groups run at once and every
+// rank agrees on the result.
 // Buffers are bf16; sizes follow the nccl-tests conventions of Communicator::collective.
 
 #include <cuda_runtime.h>
@@ -10,9 +16,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #ifdef PARALLAX_CALIBRATE_NCCL_MPI
@@ -59,6 +67,21 @@ struct Rank {
   DeviceBuffer send, recv;
 };
 
+// Where one GPU of this process sits in its group of a grouping.
+struct GroupSeat {
+  ncclComm_t comm = nullptr;
+  int rank = 0;  // within the group
+  int size = 1;  // ranks of the group
+};
+
+// The communicators of one grouping, one per GPU of this process (in the order of its Ranks), or
+// why they could not be made: kept, so that every later call with the grouping fails alike on
+// every rank instead of retrying.
+struct GroupComms {
+  std::vector<ncclComm_t> comms;
+  Diagnostics failure;
+};
+
 class NcclCommunicator final : public Communicator {
  public:
   ~NcclCommunicator() override;
@@ -68,7 +91,9 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }
-  Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& policy) override;
+  using Communicator::collective;
+  Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& policy,
+                           Grouping group) override;
   double max_over_ranks(double v) override;
 
  private:
@@ -79,10 +104,22 @@ class NcclCommunicator final : public Communicator {
   bool any_rank_failed(bool failed);
 #endif
   Diagnostics add_rank(int device);
-  Diagnostics enqueue(Rank& r, int nccl_rank, CollectiveOp op, const gpu::CollectiveCounts& c);
-  double time_once(CollectiveOp op, const gpu::CollectiveCounts& c);
+  // Each GPU of this process in its group of `g` (valid); makes the communicators on first use.
+  Result<std::vector<GroupSeat>> seats(Grouping g);
+  Diagnostics init_group(Grouping g, std::vector<ncclComm_t>* comms);
+  Diagnostics init_group_single_process(Grouping g, std::vector<ncclComm_t>* comms);
+#ifdef PARALLAX_CALIBRATE_NCCL_MPI
+  Diagnostics init_group_multi_process(Grouping g, ncclComm_t* comm);
+#endif
+  void destroy_comms(std::vector<ncclComm_t>* comms);
+  Diagnostics reserve_buffers(const gpu::CollectiveCounts& c, const std::string& what);
+  Diagnostics enqueue(Rank& r, const GroupSeat& seat, CollectiveOp op,
+                      const gpu::CollectiveCounts& c);
+  double time_once(CollectiveOp op, const gpu::CollectiveCounts& c,
+                   const std::vector<GroupSeat>& seats);
 
   std::vector<Rank> ranks_;  // one in multi-process mode, every visible GPU otherwise
+  std::map<std::pair<int, int>, GroupComms> groups_;  // by (size, stride), whole world excepted
   int rank_ = 0, size_ = 1, local_size_ = 1;
   bool multi_process_ = false;
   bool owns_mpi_ = false;  // we initialised MPI, so we finalise it
@@ -94,6 +131,10 @@ NcclCommunicator::~NcclCommunicator() {
   for (Rank& r : ranks_) {
     cudaSetDevice(r.device);
     if (r.stream != nullptr) cudaStreamSynchronize(r.stream);
+  }
+  for (auto& [key, group] : groups_) destroy_comms(&group.comms);
+  for (Rank& r : ranks_) {
+    cudaSetDevice(r.device);
     if (r.comm != nullptr) ncclCommDestroy(r.comm);
     if (r.start != nullptr) cudaEventDestroy(r.start);
     if (r.stop != nullptr) cudaEventDestroy(r.stop);
@@ -216,42 +257,148 @@ Result<std::unique_ptr<Communicator>> NcclCommunicator::create(int* argc, char**
   return std::unique_ptr<Communicator>(std::move(c));
 }
 
-Diagnostics NcclCommunicator::enqueue(Rank& r, int nccl_rank, CollectiveOp op,
+Result<std::vector<GroupSeat>> NcclCommunicator::seats(Grouping g) {
+  std::vector<ncclComm_t> comms;
+  if (g.size == size_ && g.stride == 1) {
+    for (const Rank& r : ranks_) comms.push_back(r.comm);
+  } else {
+    const auto key = std::make_pair(g.size, g.stride);
+    auto it = groups_.find(key);
+    if (it == groups_.end()) {
+      GroupComms made;
+      made.comms.assign(ranks_.size(), nullptr);
+      made.failure = init_group(g, &made.comms);
+      it = groups_.emplace(key, std::move(made)).first;
+    }
+    if (!it->second.failure.empty()) return it->second.failure;
+    comms = it->second.comms;
+  }
+  std::vector<GroupSeat> out;
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    // In one process the GPUs are the ranks 0..n-1 of the job.
+    const int world_rank = multi_process_ ? rank_ : static_cast<int>(i);
+    out.push_back({comms[i], group_rank(world_rank, g), g.size});
+  }
+  return out;
+}
+
+Diagnostics NcclCommunicator::init_group(Grouping g, std::vector<ncclComm_t>* comms) {
+#ifdef PARALLAX_CALIBRATE_NCCL_MPI
+  if (multi_process_) return init_group_multi_process(g, &comms->front());
+#endif
+  return init_group_single_process(g, comms);
+}
+
+// One clique per group, over the GPUs of the group in group-rank order, so that NCCL's rank i
+// of a clique is the GPU of group rank i.
+Diagnostics NcclCommunicator::init_group_single_process(Grouping g,
+                                                        std::vector<ncclComm_t>* comms) {
+  for (const std::vector<int>& members : gpu::grouping_members(g, size_)) {
+    std::vector<int> devices;
+    std::string listed;
+    for (int m : members) {
+      devices.push_back(ranks_[m].device);
+      if (!listed.empty()) listed += ",";
+      listed += std::to_string(ranks_[m].device);
+    }
+    std::vector<ncclComm_t> clique(devices.size(), nullptr);
+    const ncclResult_t r = ncclCommInitAll(clique.data(), g.size, devices.data());
+    if (r != ncclSuccess) {
+      destroy_comms(comms);  // the cliques of the groups before
+      return {nccl_diagnostic(
+          "ncclCommInitAll over GPUs {" + listed + "} (" + gpu::describe_grouping(g) + ")", r)};
+    }
+    for (std::size_t k = 0; k < members.size(); ++k) (*comms)[members[k]] = clique[k];
+  }
+  return {};
+}
+
+#ifdef PARALLAX_CALIBRATE_NCCL_MPI
+// Every rank of the job takes part (all call collective with the same grouping), and every
+// failure is agreed over the whole job, so that either all groups have a communicator or all
+// ranks give up; a group that succeeded while another failed destroys its communicator.
+Diagnostics NcclCommunicator::init_group_multi_process(Grouping g, ncclComm_t* comm) {
+  const std::string where = "nccl rank " + std::to_string(rank_);
+  const std::string in = " (" + gpu::describe_grouping(g) + ")";
+  const int index = group_rank(rank_, g);
+  // Keyed by world rank, the group's ranks keep their order: the sub-communicator's rank 0 is
+  // the group's rank 0.
+  MPI_Comm sub = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, group_color(rank_, g), rank_, &sub);
+  ncclUniqueId id{};
+  int id_status = index == 0 ? static_cast<int>(ncclGetUniqueId(&id)) : 0;
+  MPI_Bcast(&id_status, 1, MPI_INT, 0, sub);
+  if (id_status == ncclSuccess) MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, sub);
+  MPI_Comm_free(&sub);
+  if (any_rank_failed(id_status != ncclSuccess)) {
+    if (id_status != ncclSuccess) {
+      return {nccl_diagnostic("ncclGetUniqueId on group rank 0" + in,
+                              static_cast<ncclResult_t>(id_status))};
+    }
+    return {Diagnostic{where, "another group failed to make its NCCL id" + in, ""}};
+  }
+  const cudaError_t device = cudaSetDevice(ranks_[0].device);
+  ncclResult_t init = ncclInvalidUsage;
+  if (device == cudaSuccess) init = ncclCommInitRank(comm, g.size, id, index);
+  if (init != ncclSuccess) *comm = nullptr;
+  if (any_rank_failed(init != ncclSuccess)) {
+    if (device != cudaSuccess) return {gpu::cuda_diagnostic("cudaSetDevice", device)};
+    if (init != ncclSuccess) return {nccl_diagnostic("ncclCommInitRank" + in, init)};
+    ncclCommDestroy(*comm);
+    *comm = nullptr;
+    return {
+        Diagnostic{where, "another rank failed to join its group's NCCL communicator" + in, ""}};
+  }
+  return {};
+}
+#endif
+
+void NcclCommunicator::destroy_comms(std::vector<ncclComm_t>* comms) {
+  for (std::size_t i = 0; i < comms->size(); ++i) {
+    if ((*comms)[i] == nullptr) continue;
+    cudaSetDevice(ranks_[i].device);
+    ncclCommDestroy((*comms)[i]);
+    (*comms)[i] = nullptr;
+  }
+}
+
+Diagnostics NcclCommunicator::enqueue(Rank& r, const GroupSeat& seat, CollectiveOp op,
                                       const gpu::CollectiveCounts& c) {
   const void* send = r.send.as<void>();
   void* recv = r.recv.as<void>();
   const auto count = [](int64_t elems) { return static_cast<size_t>(elems); };
   switch (op) {
     case CollectiveOp::kAllReduce:
-      PX_NCCL_TRY(
-          ncclAllReduce(send, recv, count(c.send_elems), ncclBfloat16, ncclSum, r.comm, r.stream));
+      PX_NCCL_TRY(ncclAllReduce(send, recv, count(c.send_elems), ncclBfloat16, ncclSum, seat.comm,
+                                r.stream));
       break;
     case CollectiveOp::kAllGather:
-      PX_NCCL_TRY(ncclAllGather(send, recv, count(c.chunk_elems), ncclBfloat16, r.comm, r.stream));
+      PX_NCCL_TRY(
+          ncclAllGather(send, recv, count(c.chunk_elems), ncclBfloat16, seat.comm, r.stream));
       break;
     case CollectiveOp::kReduceScatter:
-      PX_NCCL_TRY(ncclReduceScatter(send, recv, count(c.chunk_elems), ncclBfloat16, ncclSum, r.comm,
-                                    r.stream));
+      PX_NCCL_TRY(ncclReduceScatter(send, recv, count(c.chunk_elems), ncclBfloat16, ncclSum,
+                                    seat.comm, r.stream));
       break;
     case CollectiveOp::kAllToAll: {
       const size_t chunk_bytes = count(c.chunk_elems) * kElemBytes;
       PX_NCCL_TRY(ncclGroupStart());
-      for (int peer = 0; peer < size_; ++peer) {
+      for (int peer = 0; peer < seat.size; ++peer) {
         PX_NCCL_TRY(ncclSend(static_cast<const char*>(send) + peer * chunk_bytes,
-                             count(c.chunk_elems), ncclBfloat16, peer, r.comm, r.stream));
+                             count(c.chunk_elems), ncclBfloat16, peer, seat.comm, r.stream));
         PX_NCCL_TRY(ncclRecv(static_cast<char*>(recv) + peer * chunk_bytes, count(c.chunk_elems),
-                             ncclBfloat16, peer, r.comm, r.stream));
+                             ncclBfloat16, peer, seat.comm, r.stream));
       }
       PX_NCCL_TRY(ncclGroupEnd());
       break;
     }
     case CollectiveOp::kSendRecv: {
-      // Both ranks of a pair send one message and receive one, at the same time.
-      const int partner = gpu::sendrecv_partner(nccl_rank, size_);
-      if (partner < 0) break;  // the odd rank out idles
+      // Both ranks of a pair of the group send one message and receive one, at the same time.
+      const int partner = gpu::sendrecv_partner(seat.rank, seat.size);
+      if (partner < 0) break;  // the odd rank out of the group idles
       PX_NCCL_TRY(ncclGroupStart());
-      PX_NCCL_TRY(ncclSend(send, count(c.send_elems), ncclBfloat16, partner, r.comm, r.stream));
-      PX_NCCL_TRY(ncclRecv(recv, count(c.recv_elems), ncclBfloat16, partner, r.comm, r.stream));
+      PX_NCCL_TRY(ncclSend(send, count(c.send_elems), ncclBfloat16, partner, seat.comm, r.stream));
+      PX_NCCL_TRY(ncclRecv(recv, count(c.recv_elems), ncclBfloat16, partner, seat.comm, r.stream));
       PX_NCCL_TRY(ncclGroupEnd());
       break;
     }
@@ -259,14 +406,17 @@ Diagnostics NcclCommunicator::enqueue(Rank& r, int nccl_rank, CollectiveOp op,
   return {};
 }
 
-// One repetition on every GPU of this process; in multi-process mode the slowest rank's time,
-// agreed by all ranks (so every rank's time_repeated sees the same values and stops together).
-double NcclCommunicator::time_once(CollectiveOp op, const gpu::CollectiveCounts& c) {
+// One repetition on every GPU of this process, each in its group; in multi-process mode the
+// slowest rank's time over all groups, agreed by all ranks (so every rank's time_repeated sees
+// the same values and stops together).
+double NcclCommunicator::time_once(CollectiveOp op, const gpu::CollectiveCounts& c,
+                                   const std::vector<GroupSeat>& seats) {
   // The host enqueues for every GPU of this process in turn; the shield must outlast all that.
   const uint64_t shield_ns = gpu::kLaunchShieldNs * (1 + ranks_.size());
 #ifdef PARALLAX_CALIBRATE_NCCL_MPI
   // Ranks leave the barrier within microseconds of each other, so that a rank's time is the
-  // collective's, not the wait for a late peer.
+  // collective's, not the wait for a late peer; a barrier over the whole job starts every group
+  // together.
   if (multi_process_) MPI_Barrier(MPI_COMM_WORLD);
 #endif
   auto step = [&]() -> Diagnostics {
@@ -277,8 +427,7 @@ double NcclCommunicator::time_once(CollectiveOp op, const gpu::CollectiveCounts&
     }
     PX_NCCL_TRY(ncclGroupStart());
     for (std::size_t i = 0; i < ranks_.size(); ++i) {
-      const int nccl_rank = multi_process_ ? rank_ : static_cast<int>(i);
-      Diagnostics ds = enqueue(ranks_[i], nccl_rank, op, c);
+      Diagnostics ds = enqueue(ranks_[i], seats[i], op, c);
       if (!ds.empty()) {
         ncclGroupEnd();
         return ds;
@@ -306,32 +455,33 @@ double NcclCommunicator::time_once(CollectiveOp op, const gpu::CollectiveCounts&
   return result[1] > 0 ? -1.0 : result[0];
 }
 
-Result<Stats> NcclCommunicator::collective(CollectiveOp op, double bytes,
-                                           const TimingPolicy& policy) {
-  const std::string what = std::string("nccl ") + to_string(op) + " " +
-                           std::to_string(static_cast<int64_t>(bytes)) + " B";
-  if (op == CollectiveOp::kSendRecv && size_ < 2) {
-    return Diagnostic{what, "send/recv needs at least 2 ranks, got " + std::to_string(size_),
-                      "run on 2 or more GPUs"};
-  }
-  const gpu::CollectiveCounts c = gpu::collective_counts(op, bytes, size_, kElemBytes);
-  Diagnostics local;
+Diagnostics NcclCommunicator::reserve_buffers(const gpu::CollectiveCounts& c,
+                                              const std::string& what) {
+  const auto send_bytes = static_cast<std::size_t>(c.send_elems) * kElemBytes;
+  const auto recv_bytes = static_cast<std::size_t>(c.recv_elems) * kElemBytes;
   for (Rank& r : ranks_) {
     bool grown = false;
-    const auto send_bytes = static_cast<std::size_t>(c.send_elems) * kElemBytes;
-    const auto recv_bytes = static_cast<std::size_t>(c.recv_elems) * kElemBytes;
-    if (cudaSetDevice(r.device) != cudaSuccess) {
-      local.push_back({what, "cudaSetDevice failed", ""});
-      break;
-    }
-    local = r.send.reserve(send_bytes, "collective send buffer", &grown);
-    if (local.empty() && grown) {
-      const cudaError_t e = cudaMemset(r.send.as<void>(), 0, r.send.bytes());
-      if (e != cudaSuccess) local.push_back(gpu::cuda_diagnostic("cudaMemset", e));
-    }
-    if (local.empty()) local = r.recv.reserve(recv_bytes, "collective receive buffer", &grown);
-    if (!local.empty()) break;
+    if (cudaSetDevice(r.device) != cudaSuccess)
+      return {Diagnostic{what, "cudaSetDevice failed", ""}};
+    PX_DIAG_TRY(r.send.reserve(send_bytes, "collective send buffer", &grown));
+    if (grown) PX_CUDA_TRY(cudaMemset(r.send.as<void>(), 0, r.send.bytes()));
+    PX_DIAG_TRY(r.recv.reserve(recv_bytes, "collective receive buffer", &grown));
   }
+  return {};
+}
+
+Result<Stats> NcclCommunicator::collective(CollectiveOp op, double bytes,
+                                           const TimingPolicy& policy, Grouping group) {
+  const std::string what = std::string("nccl ") + to_string(op) + " " +
+                           std::to_string(static_cast<int64_t>(bytes)) + " B in " +
+                           gpu::describe_grouping(group);
+  // Every rank has the same arguments and the same world, so every rank refuses alike.
+  if (!valid_grouping(group, size_)) return gpu::check_grouping(group, size_, what);
+  Result<std::vector<GroupSeat>> seated = seats(group);
+  if (!seated.ok()) return seated.errors();
+  // Counts within a group: the nccl-tests sizes are per group.
+  const gpu::CollectiveCounts c = gpu::collective_counts(op, bytes, group.size, kElemBytes);
+  Diagnostics local = reserve_buffers(c, what);
 #ifdef PARALLAX_CALIBRATE_NCCL_MPI
   if (multi_process_ && any_rank_failed(!local.empty()) && local.empty()) {
     local.push_back({what, "another rank failed to allocate its buffers", ""});
@@ -340,7 +490,7 @@ Result<Stats> NcclCommunicator::collective(CollectiveOp op, double bytes,
   if (!local.empty()) return local;
 
   error_.reset();
-  Result<Stats> stats = time_repeated([&] { return time_once(op, c); }, policy, what);
+  Result<Stats> stats = time_repeated([&] { return time_once(op, c, *seated); }, policy, what);
   if (stats.ok() || !error_) return stats;
   Diagnostics ds = stats.errors();
   ds.push_back(*error_);
