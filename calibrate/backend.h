@@ -31,7 +31,9 @@ class ComputeBackend {
   virtual ~ComputeBackend() = default;
   virtual std::string name() const = 0;    ///< "cpu-eigen", "cuda"
   virtual std::string device() const = 0;  ///< the part, as the runtime names it
-  virtual double memory_gib() const = 0;   ///< memory of one device (or one rank's share)
+  /// Library and driver versions the numbers were measured under ("Eigen 3.4.0, GCC 12.2").
+  virtual std::string runtime() const { return {}; }
+  virtual double memory_gib() const = 0;  ///< memory of one device (or one rank's share)
   /// Element size the memory-bound kernels and attention use (4 on CPU fp32, 2 on GPU bf16).
   virtual int activation_bytes() const = 0;
   /// Precisions it can run GEMMs in.
@@ -72,6 +74,8 @@ class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual std::string name() const = 0;  ///< "mpi", "nccl", "single"
+  /// Library version ("Open MPI v4.1.4", "NCCL 2.28.3"); empty when none.
+  virtual std::string runtime() const { return {}; }
   virtual int rank() const = 0;
   virtual int size() const = 0;
   /// Ranks that share this rank's node (its scale-up domain for the fit). Ranks are assumed

@@ -32,9 +32,11 @@ struct Setter {
     p->*member = v;
     p->sources[key] = origin + ": " + how;
   }
-  void derived(const char* key, double HwProfile::*member, double v, const std::string& how) {
+  /// A number calibrate sets without measuring it (a modelling choice), saying so.
+  template <typename T>
+  void chosen(const char* key, T HwProfile::*member, T v, const std::string& how) {
     p->*member = v;
-    p->sources[key] = "not measured: " + how;
+    p->sources[key] = "not measured, set by parallax calibrate: " + how;
   }
 };
 
@@ -184,12 +186,12 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
   }
   if (!based) {
     // One rank is one CPU core (or one GPU without its datasheet): no tiles, no waves.
-    set.integer("sm_count", &HwProfile::sm_count, 1,
-                "one rank's processor; the measured GEMM table carries its shape effects");
-    set.integer("gemm_tile_m", &HwProfile::gemm_tile_m, 1, "no tile quantisation modelled");
-    set.integer("gemm_tile_n", &HwProfile::gemm_tile_n, 1, "no tile quantisation modelled");
-    set.integer("gemm_k_overhead", &HwProfile::gemm_k_overhead, 0,
-                "none: the measured GEMM table carries short-K effects");
+    set.chosen("sm_count", &HwProfile::sm_count, 1,
+               "one rank's processor; the measured GEMM table carries its shape effects");
+    set.chosen("gemm_tile_m", &HwProfile::gemm_tile_m, 1, "no tile quantisation modelled");
+    set.chosen("gemm_tile_n", &HwProfile::gemm_tile_n, 1, "no tile quantisation modelled");
+    set.chosen("gemm_k_overhead", &HwProfile::gemm_k_overhead, 0,
+               "none: the measured GEMM table carries short-K effects");
   }
 
   // Memory: the streaming kernels (copy, triad) at the largest sizes measured are what DRAM or
@@ -239,7 +241,7 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
             d.backend == "cpu-eigen"
                 ? "the node's memory divided among its cores (one rank per core)"
                 : "device memory the runtime reports");
-    set.num("reserved_gib", &HwProfile::reserved_gib, 0.0, "nothing reserved is modelled");
+    set.chosen("reserved_gib", &HwProfile::reserved_gib, 0.0, "nothing reserved is modelled");
   }
 
   // Attention: the best forward and backward are the achievable efficiency, relative to the
@@ -351,8 +353,8 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
             "measure the network";
       out.notes.push_back("scale-out not measured (one node): set to the scale-up fit");
     }
-    set.integer("comm_sms", &HwProfile::comm_sms, 0,
-                "collectives run on their own rank, beside no compute kernels");
+    set.chosen("comm_sms", &HwProfile::comm_sms, 0,
+               "collectives run on their own rank, beside no compute kernels");
   }
   if (d.attention.empty() && !based) {
     out.notes.push_back("attention not measured: its efficiency is the GEMM efficiency");

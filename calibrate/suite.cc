@@ -270,11 +270,9 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
   d.memory_gib = backend.memory_gib();
   d.activation_bytes = backend.activation_bytes();
   d.date = now_iso8601();
-  const auto driver_at = d.device.find("driver ");
-  if (driver_at != std::string::npos) {
-    d.driver = d.device.substr(driver_at);
-    if (!d.driver.empty() && d.driver.back() == ')') d.driver.pop_back();
-  }
+  d.driver = backend.runtime();
+  const std::string comm_runtime = comm.runtime();
+  if (!comm_runtime.empty()) d.driver += (d.driver.empty() ? "" : ", ") + comm_runtime;
   const bool rank0 = comm.rank() == 0;
   auto say = [&](const std::string& line) {
     if (rank0 && opt.progress) opt.progress(line);

@@ -24,7 +24,8 @@ class FakeBackend : public ComputeBackend {
  public:
   double peak = 0.1, bw = 20, overhead_s = 1e-6;
   std::string name() const override { return "fake"; }
-  std::string device() const override { return "fake device (driver 1.2)"; }
+  std::string device() const override { return "fake device"; }
+  std::string runtime() const override { return "driver 1.2"; }
   double memory_gib() const override { return 16; }
   int activation_bytes() const override { return 4; }
   std::vector<Precision> gemm_precisions() const override { return {Precision::kFp32}; }

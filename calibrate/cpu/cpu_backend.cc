@@ -255,6 +255,21 @@ class CpuBackend final : public ComputeBackend {
 
   std::string name() const override { return "cpu-eigen"; }
   std::string device() const override { return device_; }
+  std::string runtime() const override {
+    std::string r = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+                    std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION);
+#if defined(__clang__)
+    r += ", Clang " __clang_version__;
+#elif defined(__GNUC__)
+    r += ", GCC " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__);
+#endif
+#if defined(__AVX512F__)
+    r += ", AVX-512";
+#elif defined(__AVX2__)
+    r += ", AVX2";
+#endif
+    return r;
+  }
   /// MemTotal / hardware threads: a rank's share when one rank runs per core.
   double memory_gib() const override { return memory_gib_; }
   int activation_bytes() const override { return 4; }

@@ -90,6 +90,14 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   std::string name() const override { return "mpi"; }
+  std::string runtime() const override {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length = 0;
+    if (MPI_Get_library_version(version, &length) != MPI_SUCCESS) return "MPI";
+    std::string v(version, static_cast<size_t>(length));
+    v = v.substr(0, v.find_first_of(",\n"));  // "Open MPI v4.1.4" of its long banner
+    return v;
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }

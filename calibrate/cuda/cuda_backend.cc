@@ -39,6 +39,7 @@ class CudaBackend final : public ComputeBackend {
 
   std::string name() const override { return "cuda"; }
   std::string device() const override { return description_; }
+  std::string runtime() const override { return runtime_; }
   double memory_gib() const override { return memory_gib_; }
   int activation_bytes() const override { return 2; }
   std::vector<Precision> gemm_precisions() const override {
@@ -63,6 +64,7 @@ class CudaBackend final : public ComputeBackend {
   int sm_count_ = 1;
   bool has_fp8_ = false;
   std::string description_;
+  std::string runtime_;  ///< "CUDA driver 12.8, runtime 13.0, cuBLASLt 130000"
   double memory_gib_ = 0;
   std::unique_ptr<gpu::StreamTimer> timer_;
   std::unique_ptr<gpu::LtGemm> gemm_;
@@ -106,6 +108,10 @@ Result<std::unique_ptr<ComputeBackend>> CudaBackend::create(int device) {
                           std::to_string(props.multiProcessorCount) + " SMs, sm_" +
                           std::to_string(props.major) + std::to_string(props.minor) + ", driver " +
                           gpu::format_cuda_version(driver) + ")";
+  int runtime = 0;
+  PX_CUDA_TRY(cudaRuntimeGetVersion(&runtime));
+  backend->runtime_ = "CUDA driver " + gpu::format_cuda_version(driver) + ", runtime " +
+                      gpu::format_cuda_version(runtime);
   PX_CUDA_TRY(gpu::configure_attention_kernels());
 
   auto timer = gpu::StreamTimer::create();

@@ -88,6 +88,13 @@ class NcclCommunicator final : public Communicator {
   static Result<std::unique_ptr<Communicator>> create(int* argc, char*** argv);
 
   std::string name() const override { return "nccl"; }
+  std::string runtime() const override {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) return "NCCL";
+    // NCCL 2.9+ encodes major * 10000 + minor * 100 + patch.
+    return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+           std::to_string(v % 100);
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }
