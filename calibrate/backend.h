@@ -43,6 +43,10 @@ class ComputeBackend {
                              const TimingPolicy& policy) = 0;
   virtual Result<Stats> memory_kernel(MemoryKernel kernel, int64_t rows, int64_t cols,
                                       const TimingPolicy& policy) = 0;
+  /// Whether attention() runs the kind of kernel training runs (true for the CPU's, which is
+  /// what a CPU executor runs). The CUDA backend's own kernel uses CUDA cores, not tensor cores:
+  /// its numbers are reported but do not go into a profile.
+  virtual bool attention_is_representative() const { return true; }
   /// Causal attention over `batch_heads` heads of `seq` tokens of `head_dim`, forward or
   /// backward (flash-style: no seq x seq matrix kept).
   virtual Result<Stats> attention(int64_t batch_heads, int64_t seq, int64_t head_dim, bool backward,

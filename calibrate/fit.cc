@@ -248,7 +248,14 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
   // dense peak of the precision attention ran in.
   const Precision att_prec = d.activation_bytes >= 4 ? Precision::kFp32 : Precision::kBf16;
   double best_fwd = 0, best_bwd = 0;
+  if (!d.attention.empty() && !d.attention_representative)
+    out.notes.push_back(
+        "attention was measured with " + d.backend +
+        "'s reference kernel (CUDA cores, not tensor cores): reported, kept in --raw, but not "
+        "written to the profile, whose attention efficiencies stay " +
+        (based ? "the datasheet profile's" : "the GEMM efficiency"));
   for (const AttentionPoint& a : d.attention) {
+    if (!d.attention_representative) break;
     p.attention_samples.push_back(
         {a.shape.seq, a.shape.head_dim, a.shape.backward, a.tflops, a.stats.spread()});
     (a.shape.backward ? best_bwd : best_fwd) =
@@ -356,8 +363,9 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
     set.chosen("comm_sms", &HwProfile::comm_sms, 0,
                "collectives run on their own rank, beside no compute kernels");
   }
-  if (d.attention.empty() && !based) {
-    out.notes.push_back("attention not measured: its efficiency is the GEMM efficiency");
+  if ((d.attention.empty() || !d.attention_representative) && !based) {
+    if (d.attention.empty())
+      out.notes.push_back("attention not measured: its efficiency is the GEMM efficiency");
     p.attention_fwd_efficiency = p.attention_bwd_efficiency = p.gemm_efficiency;
     p.sources["attention_fwd_efficiency"] = p.sources["attention_bwd_efficiency"] =
         "not measured: the GEMM efficiency";

@@ -269,6 +269,7 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
   d.local_size = comm.local_size();
   d.memory_gib = backend.memory_gib();
   d.activation_bytes = backend.activation_bytes();
+  d.attention_representative = backend.attention_is_representative();
   d.date = now_iso8601();
   d.driver = backend.runtime();
   const std::string comm_runtime = comm.runtime();
@@ -445,6 +446,7 @@ Json to_json(const CalibrationData& d) {
             {"local_size", d.local_size},
             {"memory_gib", d.memory_gib},
             {"activation_bytes", d.activation_bytes},
+            {"attention_representative", d.attention_representative},
             {"quick", d.quick},
             {"seconds", d.seconds}};
   Json g = Json::array(), m = Json::array(), a = Json::array(), c = Json::array(),
@@ -506,6 +508,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   d.local_size = static_cast<int>(f.integer("local_size", 1));
   d.memory_gib = f.number("memory_gib", 0.0);
   d.activation_bytes = static_cast<int>(f.integer("activation_bytes", 4));
+  d.attention_representative = f.boolean("attention_representative", true);
   d.quick = f.boolean("quick", false);
   d.seconds = f.number("seconds", 0.0);
   auto rows = [&](const char* key, auto&& read) {

@@ -101,6 +101,9 @@ struct CalibrationData {
   int ranks = 1, local_size = 1;
   double memory_gib = 0;
   int activation_bytes = 4;
+  /// ComputeBackend::attention_is_representative(): whether the attention table may go into a
+  /// profile.
+  bool attention_representative = true;
   bool quick = false;
   double seconds = 0;  ///< wall time of the run
   std::vector<GemmPoint> gemm;

@@ -242,6 +242,21 @@ TEST(CalibrateFit, DatasheetBaseKeepsPeaksAndRejectsTheImpossible) {
   for (const auto& s : f->profile.gemm_samples) EXPECT_LE(s.tflops, 1.05 * 0.15);
 }
 
+TEST(CalibrateFit, UnrepresentativeAttentionStaysOutOfTheProfile) {
+  FakeBackend b;
+  FakeComm c;
+  CalibrationData d = run_fake(b, c);
+  ASSERT_FALSE(d.attention.empty());
+  d.attention_representative = false;
+  auto f = fit_profile(d, FitOptions{"x", std::nullopt, ""});
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(f->profile.attention_samples.empty());
+  EXPECT_DOUBLE_EQ(f->profile.attention_fwd_efficiency, f->profile.gemm_efficiency);
+  bool noted = false;
+  for (const auto& n : f->notes) noted |= n.find("reference kernel") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 TEST(CalibrateFit, LatencyBandwidthFitAndItsFailures) {
   std::vector<double> x = {1e3, 1e4, 1e5, 1e6, 1e7}, t;
   for (double b : x) t.push_back(2e-6 + b / 10e9);

@@ -40,6 +40,8 @@ class CudaBackend final : public ComputeBackend {
   std::string name() const override { return "cuda"; }
   std::string device() const override { return description_; }
   std::string runtime() const override { return runtime_; }
+  // attention_kernels.cu runs on CUDA cores; FlashAttention-class kernels use tensor cores.
+  bool attention_is_representative() const override { return false; }
   double memory_gib() const override { return memory_gib_; }
   int activation_bytes() const override { return 2; }
   std::vector<Precision> gemm_precisions() const override {
