@@ -110,20 +110,22 @@ Grid default_grid(GridKind kind, bool quick) {
     for (int64_t n : dims)
       for (int64_t k : dims)
         if (2.0 * m * n * k <= max_flops) g.gemm.push_back({m, n, k});
-  // Memory: activations of 4096 (CPU) or 8192 (GPU) columns, 64 KiB (1 MiB) per array up to
+  // Memory: activations of 4096 (CPU) or 8192 (GPU) columns, 16 KiB (1 MiB) per array up to
   // 256 MiB (4 GiB): from the caches out to DRAM (HBM).
   const int64_t cols = cpu ? 4096 : 8192;
   const auto rows =
-      cpu ? powers_of_two(4, 16384, quick ? 16 : 2) : powers_of_two(32, 131072, quick ? 16 : 2);
+      cpu ? powers_of_two(1, 16384, quick ? 16 : 2) : powers_of_two(32, 131072, quick ? 16 : 2);
   for (MemoryKernel k : {MemoryKernel::kCopy, MemoryKernel::kTriad, MemoryKernel::kRmsNorm,
                          MemoryKernel::kSwiglu, MemoryKernel::kSoftmax})
     for (int64_t r : rows) g.memory.push_back({k, r, cols});
-  // Attention: causal, one head on a CPU core; on a GPU enough heads to fill it
-  // (batch_heads * seq = 256K tokens).
+  // Attention: causal, one head on a CPU core (the short sequences and small heads CPU ranks
+  // train), on a GPU enough heads to fill it (batch_heads * seq = 256K tokens).
   const auto seqs =
-      cpu ? powers_of_two(256, 2048, quick ? 4 : 2) : powers_of_two(512, 32768, quick ? 4 : 2);
+      cpu ? powers_of_two(64, 2048, quick ? 4 : 2) : powers_of_two(512, 32768, quick ? 4 : 2);
+  const std::vector<int64_t> head_dims =
+      cpu ? std::vector<int64_t>{32, 64, 128} : std::vector<int64_t>{64, 128};
   for (bool bwd : {false, true})
-    for (int64_t d : {64, 128})
+    for (int64_t d : head_dims)
       for (int64_t s : seqs)
         g.attention.push_back({cpu ? 1 : std::max<int64_t>(1, 262144 / s), s, d, bwd});
   g.collective_ops = {CollectiveOp::kAllReduce, CollectiveOp::kAllGather,

@@ -48,9 +48,9 @@ struct Grid {
 /// (a factor 2 apart in the full grid, 4 in the quick one, so that every shape inside the grid
 /// has a sample within the simulator's matching distance), capped in FLOPs so one repetition
 /// stays short on the device. Memory: the five kernels over activations of `cols` = 4096 from
-/// 64 KiB up to the largest size the device kind streams. Attention: causal, head sizes 64
-/// and 128, sequence lengths doubling. Collectives: message sizes from 16 B up, a factor 4 apart
-/// (16 in the quick grid).
+/// 16 KiB up to the largest size the device kind streams. Attention: causal, head sizes 32 (CPU
+/// only), 64 and 128, sequence lengths doubling from 64 (CPU) or 512 (GPU). Collectives: message
+/// sizes from 16 B up, a factor 4 apart (16 in the quick grid).
 Grid default_grid(GridKind kind, bool quick);
 
 /// Shapes of a grid that fit `memory_gib` of device memory (less a quarter for the runtime).

@@ -28,13 +28,6 @@ struct Opts {
   double tolerance = 0.15;
 };
 
-/// True when this process was started by an MPI launcher.
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
-    if (std::getenv(v)) return true;
-  return false;
-}
-
 double median_spread(const std::vector<double>& v) {
   if (v.empty()) return 0;
   std::vector<double> s = v;

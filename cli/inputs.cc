@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -88,6 +89,12 @@ Result<std::vector<HwProfile>> load_profiles(const std::string& extra_dir) {
   }
   if (!d.empty()) return d;
   return out;
+}
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v)) return true;
+  return false;
 }
 
 Result<HwProfile> resolve_profile(const std::string& name_or_path, const std::string& extra_dir,

@@ -23,6 +23,9 @@ Result<bool> write_file_atomic(const std::string& path, const std::string& text)
 Result<std::vector<HwProfile>> load_profiles(const std::string& extra_dir);
 
 /// A zoo name, a model JSON in our format, or a Hugging Face config.json.
+/// Whether an MPI launcher (mpirun, or srun with PMI) started this process.
+bool launched_by_mpi();
+
 /// A profile by name (built-in or from `extra_dir`) or from a profile JSON file (a path, or a
 /// name ending in .json).
 Result<HwProfile> resolve_profile(const std::string& name_or_path, const std::string& extra_dir,

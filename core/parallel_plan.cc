@@ -166,9 +166,9 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
     add("zero", "zero=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3", "");
   if (p.precision == Precision::kFp8 && c.hw.fp8_tflops <= 0)
     add("precision", "fp8 is not supported by " + c.hw.name, "use bf16");
-  if (p.precision == Precision::kFp32)
-    add("precision", "fp32 training is not modelled (activations and communication are priced in "
-                     "bf16)", "use bf16");
+  if (p.precision == Precision::kFp32 && c.hw.fp32_tflops <= 0)
+    add("precision", "fp32 needs an fp32 peak, and " + c.hw.name + " gives none",
+        "a profile measured by `parallax calibrate` (CPU ranks train in fp32), or bf16");
   return out;
 }
 

@@ -186,12 +186,16 @@ TEST_F(ParallelPlanTest, Fp8OnAPartWithoutFp8) {
   EXPECT_TRUE(validate_plan(llama70b_, h100x64_, p).empty());
 }
 
-TEST_F(ParallelPlanTest, Fp32PlansAreNotModelled) {
+TEST_F(ParallelPlanTest, Fp32PlansNeedAnFp32Peak) {
   ParallelPlan p = Tp8Dp8();
   p.precision = Precision::kFp32;
   const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
   ASSERT_EQ(d.size(), 1u) << text(d);
-  EXPECT_TRUE(mentions(d, "--precision: fp32 training is not modelled")) << text(d);
+  EXPECT_TRUE(mentions(d, "--precision: fp32 needs an fp32 peak, and h100-sxm-80gb gives none"))
+      << text(d);
+  Cluster cpu = h100x64_;
+  cpu.hw.fp32_tflops = 60;
+  EXPECT_TRUE(validate_plan(llama70b_, cpu, p).empty());
 }
 
 TEST_F(ParallelPlanTest, VppNeedsTheInterleavedSchedule) {

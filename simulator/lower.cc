@@ -45,7 +45,11 @@ void PassCost::merge(const PassCost& other, bool keep_ops) {
 
 namespace {
 
-constexpr double kBf16 = kBf16Bytes;
+/// Bytes of one activation (and gathered parameter, and p2p) element: bf16, which fp8
+/// recipes keep for activations too, or 4 in an fp32 plan.
+double act_bytes(const ParallelPlan& p) {
+  return p.precision == Precision::kFp32 ? kFp32Bytes : kBf16Bytes;
+}
 constexpr double kFp32 = kFp32Bytes;
 
 /// Sizes one rank sees for one microbatch.
@@ -88,6 +92,7 @@ class LayerBuilder {
         etp_shape_(ranks.shape(GroupKind::kEtp)),
         fsdp_shape_(ranks.shape(GroupKind::kDpCp)),
         d_(rank_dims(m, p)),
+        act_(act_bytes(p)),
         microbatches_(std::max<int64_t>(1, p.num_microbatches())) {}
 
   const Dims& dims() const { return d_; }
@@ -105,7 +110,9 @@ class LayerBuilder {
     GemmShape dgrad{ll(m), ll(k), ll(n), ll(batch)};
     GemmShape wgrad{ll(k), ll(n), ll(m), ll(batch)};
     const bool fp8 = kind == GemmKind::kLinear && p_.precision == Precision::kFp8;
-    const Precision prec = fp8 ? Precision::kFp8 : Precision::kBf16;
+    const Precision prec = fp8                                ? Precision::kFp8
+                           : p_.precision == Precision::kFp32 ? Precision::kFp32
+                                                              : Precision::kBf16;
     KernelTime f = compute_.gemm(fwd, prec), dg = compute_.gemm(dgrad, prec),
                wg = compute_.gemm(wgrad, prec);
     if (fp8) {
@@ -122,6 +129,11 @@ class LayerBuilder {
     last_gemm_wgrad_s_ = wg.time_s;
   }
 
+  /// fp8 recipes keep attention in bf16; an fp32 plan runs it in fp32.
+  Precision attention_precision() const {
+    return p_.precision == Precision::kFp32 ? Precision::kFp32 : Precision::kBf16;
+  }
+
   void memory(const char* name, double bytes_fwd, double bwd_factor = 2.0) {
     fwd_.push_back(compute_op(name, compute_.memory_bound(bytes_fwd)));
     bwd_in_.push_back(
@@ -133,9 +145,10 @@ class LayerBuilder {
     const int64_t sq = p_.seq_len / p_.cp, skv = p_.seq_len;
     const size_t fwd_before = fwd_.size(), bwd_before = bwd_in_.size();
     if (p_.attention == AttentionImpl::kFlash) {
-      const KernelTime f =
-          compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false);
-      const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true);
+      const KernelTime f = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false,
+                                              attention_precision());
+      const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true,
+                                              attention_precision());
       fwd_.push_back(compute_op("attention", f));
       bwd_in_.push_back(compute_op("attention.bwd", b));
     } else {
@@ -144,9 +157,9 @@ class LayerBuilder {
       // reads the probabilities and their gradient and writes the score gradient.
       gemm("attn_scores", static_cast<double>(sq), d_.d_qk, static_cast<double>(skv), bh,
            GemmKind::kAttention);
-      memory("attn_softmax", 2 * kBf16 * bh * sq * skv, 1.5);
+      memory("attn_softmax", 2 * act_ * bh * sq * skv, 1.5);
       // Dropout on the probabilities: read them, write the result and a 1-byte mask.
-      if (m_.dropout > 0) memory("attn_dropout", (2 * kBf16 + 1) * bh * sq * skv, 1.0);
+      if (m_.dropout > 0) memory("attn_dropout", (2 * act_ + 1) * bh * sq * skv, 1.0);
       gemm("attn_context", static_cast<double>(sq), static_cast<double>(skv), d_.d_v, bh,
            GemmKind::kAttention);
     }
@@ -159,7 +172,7 @@ class LayerBuilder {
 
   /// K and V of the whole sequence reach every context-parallel rank.
   void context_parallel_exchange(double attn_fwd_s, double attn_bwd_s) {
-    const double kv_bytes = d_.tokens * d_.kv_heads * (d_.d_qk + d_.d_v) * kBf16;
+    const double kv_bytes = d_.tokens * d_.kv_heads * (d_.d_qk + d_.d_v) * act_;
     if (p_.cp_comm == CpComm::kRing) {
       // cp-1 exchanges of the local K,V chunk, each hidden behind one chunk of attention;
       // backward also returns dK, dV (twice the bytes).
@@ -185,7 +198,7 @@ class LayerBuilder {
   /// backward. With TP comm overlap the collective hides behind its neighbouring GEMM.
   void tp_enter(const char* name) {
     if (p_.tp == 1) return;
-    const double bytes = d_.tokens * d_.h * kBf16;
+    const double bytes = d_.tokens * d_.h * act_;
     if (p_.sequence_parallel) {
       const double ag = comm_.time(CollectiveOp::kAllGather, bytes, tp_shape_).time_s;
       const double rs = comm_.time(CollectiveOp::kReduceScatter, bytes, tp_shape_).time_s;
@@ -225,7 +238,7 @@ class LayerBuilder {
   /// Leaving a TP region after a row-parallel GEMM.
   void tp_exit(const char* name) {
     if (p_.tp == 1) return;
-    const double bytes = d_.tokens * d_.h * kBf16;
+    const double bytes = d_.tokens * d_.h * act_;
     if (p_.sequence_parallel) {
       const double rs = comm_.time(CollectiveOp::kReduceScatter, bytes, tp_shape_).time_s;
       const double ag = comm_.time(CollectiveOp::kAllGather, bytes, tp_shape_).time_s;
@@ -258,13 +271,13 @@ class LayerBuilder {
   /// 1-byte mask, which backward reads).
   void residual_add(double tokens) {
     const double mask = m_.dropout > 0 ? 1.0 : 0.0;
-    memory("residual_add", tokens * d_.h * (3 * kBf16 + mask));
+    memory("residual_add", tokens * d_.h * (3 * act_ + mask));
   }
 
   // --- blocks -----------------------------------------------------------------------------------
   void attention_block() {
     const Dims& d = d_;
-    memory("input_norm", 2 * d.tokens_sp * d.h * kBf16);
+    memory("input_norm", 2 * d.tokens_sp * d.h * act_);
     tp_enter("tp_gather.attn");
     if (m_.mla) {
       const auto& a = *m_.mla;
@@ -272,20 +285,20 @@ class LayerBuilder {
       if (a.q_lora_rank > 0) {
         gemm("q_down", d.tokens, d.h, a.q_lora_rank);
         settle_enter();
-        memory("q_norm", 2 * d.tokens * a.q_lora_rank * kBf16);
+        memory("q_norm", 2 * d.tokens * a.q_lora_rank * act_);
         gemm("q_up", d.tokens, a.q_lora_rank, d.q_heads * d.d_qk);
       } else {
         gemm("q_proj", d.tokens, d.h, d.q_heads * d.d_qk);
         settle_enter();
       }
       gemm("kv_down", d.tokens, d.h, a.kv_lora_rank + a.qk_rope_head_dim);
-      memory("kv_norm", 2 * d.tokens * a.kv_lora_rank * kBf16);
+      memory("kv_norm", 2 * d.tokens * a.kv_lora_rank * act_);
       gemm("kv_up", d.tokens, a.kv_lora_rank, d.q_heads * (a.qk_nope_head_dim + a.v_head_dim));
     } else {
       gemm("qkv_proj", d.tokens, d.h, (d.q_heads + 2 * d.kv_heads) * d.d_qk);
       settle_enter();
     }
-    memory("rope", 2 * d.tokens * (d.q_heads + d.kv_heads) * d.d_qk * kBf16);
+    memory("rope", 2 * d.tokens * (d.q_heads + d.kv_heads) * d.d_qk * act_);
     attention();
     gemm("out_proj", d.tokens, d.q_heads * d.d_v, d.h);
     tp_exit("tp_reduce.attn");
@@ -296,11 +309,11 @@ class LayerBuilder {
     const Dims& d = d_;
     const double w = static_cast<double>(width) / d.tp;
     const bool glu = m_.ffn_act == FfnAct::kSwiglu;
-    memory("post_attn_norm", 2 * d.tokens_sp * d.h * kBf16);
+    memory("post_attn_norm", 2 * d.tokens_sp * d.h * act_);
     tp_enter("tp_gather.mlp");
     gemm(glu ? "mlp_gate_up" : "mlp_up", d.tokens, d.h, (glu ? 2 : 1) * w);
     settle_enter();
-    memory(glu ? "swiglu" : "gelu", d.tokens * w * (glu ? 3 : 2) * kBf16);
+    memory(glu ? "swiglu" : "gelu", d.tokens * w * (glu ? 3 : 2) * act_);
     gemm("mlp_down", d.tokens, w, d.h);
     tp_exit("tp_reduce.mlp");
     residual_add(d.tokens_sp);
@@ -313,31 +326,31 @@ class LayerBuilder {
     // Tokens of this rank entering the MoE block: the sequence-parallel shard (Megatron requires
     // SP with TP for MoE); routed copies are spread evenly over the expert-parallel group.
     const double t = d.tokens / p_.tp;
-    memory("post_attn_norm", 2 * t * d.h * kBf16);
+    memory("post_attn_norm", 2 * t * d.h * act_);
     gemm("router", t, d.h, e.experts, 1, GemmKind::kLinearBf16);
     memory("router_topk", t * e.experts * 3 * kFp32);
-    memory("permute", 2 * t * e.top_k * d.h * kBf16);
-    all_to_all("ep_dispatch", t * e.top_k * d.h * kBf16);
+    memory("permute", 2 * t * e.top_k * d.h * act_);
+    all_to_all("ep_dispatch", t * e.top_k * d.h * act_);
     // Expert tensor parallelism: the etp ranks sharing an expert exchange their dispatched tokens
     // (all-gather before the expert GEMMs, reduce-scatter of the partial outputs after).
-    const double etp_bytes = t * e.top_k * d.h * kBf16 * p_.etp;
+    const double etp_bytes = t * e.top_k * d.h * act_ * p_.etp;
     etp_collective("etp_gather", CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, etp_bytes);
     const double local_experts = static_cast<double>(e.experts) / p_.ep;
     const double rows = t * e.top_k * p_.etp / local_experts;  // tokens per local expert
     const double w = static_cast<double>(e.expert_ffn_hidden) / p_.etp;
     gemm(glu ? "experts_gate_up" : "experts_up", rows, d.h, (glu ? 2 : 1) * w, local_experts);
     memory(glu ? "experts_swiglu" : "experts_gelu",
-           rows * local_experts * w * (glu ? 3 : 2) * kBf16);
+           rows * local_experts * w * (glu ? 3 : 2) * act_);
     gemm("experts_down", rows, w, d.h, local_experts);
     etp_collective("etp_reduce", CollectiveOp::kReduceScatter, CollectiveOp::kAllGather, etp_bytes);
-    all_to_all("ep_combine", t * e.top_k * d.h * kBf16);
-    memory("unpermute", 2 * t * e.top_k * d.h * kBf16);
+    all_to_all("ep_combine", t * e.top_k * d.h * act_);
+    memory("unpermute", 2 * t * e.top_k * d.h * act_);
     if (e.shared_experts > 0) {
       const double ws = static_cast<double>(e.shared_experts) * e.expert_ffn_hidden / p_.tp;
       tp_enter("tp_gather.shared");
       gemm("shared_gate_up", d.tokens, d.h, (glu ? 2 : 1) * ws);
       settle_enter();
-      memory("shared_act", d.tokens * ws * (glu ? 3 : 2) * kBf16);
+      memory("shared_act", d.tokens * ws * (glu ? 3 : 2) * act_);
       gemm("shared_down", d.tokens, ws, d.h);
       tp_exit("tp_reduce.shared");
     }
@@ -346,14 +359,14 @@ class LayerBuilder {
 
   void embedding() {
     const Dims& d = d_;
-    memory("embedding", 2 * d.tokens * d.h * kBf16, 1.0);
+    memory("embedding", 2 * d.tokens * d.h * act_, 1.0);
     tp_exit("tp_reduce.embedding");  // vocab-parallel lookup ends in an all-reduce / reduce-scatter
   }
 
   void output_layer() {
     const Dims& d = d_;
     const double v = static_cast<double>(m_.vocab) / d.tp;
-    memory("final_norm", 2 * d.tokens_sp * d.h * kBf16);
+    memory("final_norm", 2 * d.tokens_sp * d.h * act_);
     tp_enter("tp_gather.logits");
     gemm("logits", d.tokens, d.h, v, 1, GemmKind::kLinearBf16);
     settle_enter();
@@ -376,7 +389,7 @@ class LayerBuilder {
   /// reduces once per step (simulate's data-parallel sync).
   void fsdp_layer(double params) {
     if (!p_.shards_params() || p_.pp > 1 || fsdp_shape_.size == 1) return;
-    const double ag = comm_.time(CollectiveOp::kAllGather, params * kBf16, fsdp_shape_).time_s;
+    const double ag = comm_.time(CollectiveOp::kAllGather, params * act_, fsdp_shape_).time_s;
     const double rs = comm_.time(CollectiveOp::kReduceScatter, params * kFp32, fsdp_shape_).time_s;
     fsdp_fwd_comm_ = ag;
     fsdp_bwd_comm_ = ag + rs;  // regathered for backward (resharded after forward)
@@ -448,6 +461,7 @@ class LayerBuilder {
   CollectiveCost comm_;
   GroupShape tp_shape_, cp_shape_, ep_shape_, etp_shape_, fsdp_shape_;
   Dims d_;
+  double act_ = kBf16Bytes;  ///< act_bytes(p_)
   std::vector<OpCost> fwd_, bwd_in_, bwd_w_;
   std::vector<OpCost> core_fwd_;  ///< the attention core, recomputed by selective recompute
   std::pair<std::string, double> pending_fwd_, pending_bwd_;
@@ -499,7 +513,7 @@ double expert_params_local(const ModelSpec& m, const ParallelPlan& p, int layer)
 double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
   const Dims d = rank_dims(m, p);
   const double t = d.tokens, tsp = d.tokens_sp, h = d.h;
-  if (p.recompute == Recompute::kFull) return tsp * h * kBf16;  // only the layer input
+  if (p.recompute == Recompute::kFull) return tsp * h * act_bytes(p);  // only the layer input
   const double qh = d.q_heads, kvh = d.kv_heads, dqk = d.d_qk, dv = d.d_v;
   // Attention block: norm input and output (sharded with SP), Q, K, V, the attention output
   // (the out-projection input), and the softmax statistics (flash: fp32 per head and token) or
@@ -510,25 +524,26 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   const double drop = m.dropout > 0 ? 1.0 : 0.0;
   // The attention output is the out-projection's input and stays stored under selective
   // recompute too (Korthikanti et al.: SP + selective = 34 sbh / t).
-  double attn = 2 * tsp * h * kBf16 + t * (qh * dqk + kvh * (dqk + dv)) * kBf16 + drop * tsp * h +
-                t * qh * dv * kBf16;
+  double attn = 2 * tsp * h * act_bytes(p) + t * (qh * dqk + kvh * (dqk + dv)) * act_bytes(p) +
+                drop * tsp * h + t * qh * dv * act_bytes(p);
   if (p.attention == AttentionImpl::kFlash) {
     attn += t * qh * kFp32;
   } else if (!selective) {
-    attn += (kBf16 + drop * (1 + kBf16)) * qh * t * static_cast<double>(p.seq_len);
+    attn += (act_bytes(p) + drop * (1 + act_bytes(p))) * qh * t * static_cast<double>(p.seq_len);
   }
-  if (m.mla) attn += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * kBf16;
+  if (m.mla) attn += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * act_bytes(p);
   const bool glu = m.ffn_act == FfnAct::kSwiglu;
-  double mlp = 2 * tsp * h * kBf16 + drop * tsp * h;  // norm input and output, dropout mask
+  double mlp = 2 * tsp * h * act_bytes(p) + drop * tsp * h;  // norm input and output, dropout mask
   if (m.is_moe_layer(layer)) {
     const MoeSpec& e = *m.moe;
     const double rows = t / p.tp * e.top_k * p.etp;
     const double w = static_cast<double>(e.expert_ffn_hidden) / p.etp;
-    mlp += rows * h * kBf16 + rows * w * (glu ? 3 : 2) * kBf16 + t / p.tp * e.experts * kFp32;
+    mlp += rows * h * act_bytes(p) + rows * w * (glu ? 3 : 2) * act_bytes(p) +
+           t / p.tp * e.experts * kFp32;
     if (e.shared_experts > 0)
-      mlp += t * e.shared_experts * e.expert_ffn_hidden / p.tp * (glu ? 3 : 2) * kBf16;
+      mlp += t * e.shared_experts * e.expert_ffn_hidden / p.tp * (glu ? 3 : 2) * act_bytes(p);
   } else {
-    mlp += t * static_cast<double>(m.ffn_hidden) / p.tp * (glu ? 3 : 2) * kBf16;
+    mlp += t * static_cast<double>(m.ffn_hidden) / p.tp * (glu ? 3 : 2) * act_bytes(p);
   }
   return attn + mlp;
 }
@@ -554,9 +569,9 @@ double backward_workspace_bytes(const ModelSpec& m, const ParallelPlan& p, int l
   const double mats = m.ffn_act == FfnAct::kSwiglu ? 3 : 2;
   if (m.is_moe_layer(layer)) {
     const double rows = t / p.tp * m.moe->top_k * p.etp;
-    return rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * mats * kBf16;
+    return rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * mats * act_bytes(p);
   }
-  return t * static_cast<double>(m.ffn_hidden) / p.tp * mats * kBf16;
+  return t * static_cast<double>(m.ffn_hidden) / p.tp * mats * act_bytes(p);
 }
 
 /// One transformer layer of one kind (dense or MoE), lowered once and reused for every layer of
@@ -619,15 +634,15 @@ double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int l
   if (p.recompute == Recompute::kFull) return layer_activation_bytes(m, p, layer);
   const Dims d = rank_dims(m, p);
   const double t = d.tokens, h = d.h;
-  double bytes = 2 * d.tokens_sp * h * kBf16 +
-                 t * d.q_heads * d.d_v * kBf16;  // norm outputs, attention output
-  if (m.mla) bytes += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * kBf16;
+  double bytes = 2 * d.tokens_sp * h * act_bytes(p) +
+                 t * d.q_heads * d.d_v * act_bytes(p);  // norm outputs, attention output
+  if (m.mla) bytes += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * act_bytes(p);
   if (m.is_moe_layer(layer)) {
     const double rows = t / p.tp * m.moe->top_k * p.etp;
-    bytes +=
-        rows * h * kBf16 + rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * kBf16;
+    bytes += rows * h * act_bytes(p) +
+             rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * act_bytes(p);
   } else {
-    bytes += t * static_cast<double>(m.ffn_hidden) / p.tp * kBf16;
+    bytes += t * static_cast<double>(m.ffn_hidden) / p.tp * act_bytes(p);
   }
   return bytes;
 }
@@ -658,7 +673,7 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
     s.transient_bytes = lower_layers(m, p, b, kinds, keep_ops, &s, &recompute, &bwd_in, &bwd_w);
     if (p.attention == AttentionImpl::kUnfused && s.layers > 0) {
       // One layer's scores and probabilities exist at once while it runs.
-      const double probs = kBf16 * d.q_heads * d.tokens * static_cast<double>(p.seq_len);
+      const double probs = act_bytes(p) * d.q_heads * d.tokens * static_cast<double>(p.seq_len);
       s.transient_bytes = std::max(s.transient_bytes, 2 * probs);
     }
     if (s.has_output) {
@@ -668,12 +683,13 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
       // A tied embedding is replicated on the last stage when the pipeline splits them.
       if (!m.tied_embeddings || stages > 1) s.dense_params += vocab_shard * h;
       // Logits in bf16 and fp32 softmax workspace for one microbatch.
-      s.transient_bytes = std::max(s.transient_bytes, d.tokens * vocab_shard * (kBf16 + 2 * kFp32));
-      s.act_bytes_per_microbatch += d.tokens_sp * h * kBf16;  // the logits GEMM's input
-      s.weight_input_bytes_per_microbatch += d.tokens_sp * h * kBf16;
+      s.transient_bytes =
+          std::max(s.transient_bytes, d.tokens * vocab_shard * (act_bytes(p) + 2 * kFp32));
+      s.act_bytes_per_microbatch += d.tokens_sp * h * act_bytes(p);  // the logits GEMM's input
+      s.weight_input_bytes_per_microbatch += d.tokens_sp * h * act_bytes(p);
     }
     assemble_backward(recompute, bwd_in, bwd_w, keep_ops, &s);
-    s.p2p_bytes = d.tokens * h * kBf16 / (p.sequence_parallel ? p.tp : 1);
+    s.p2p_bytes = d.tokens * h * act_bytes(p) / (p.sequence_parallel ? p.tp : 1);
   }
   return out;
 }

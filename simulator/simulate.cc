@@ -85,7 +85,7 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
     const double shard = p.shards_optimizer()
                              ? dense / (static_cast<double>(p.dp) * p.cp) + expert / expert_dp
                              : dense + expert;
-    setup.optimizer_s[rank] = optimizer_step_time_s(hw, shard);
+    setup.optimizer_s[rank] = optimizer_step_time_s(hw, shard, p.precision);
   }
   return setup;
 }

@@ -107,10 +107,11 @@ KernelTime ComputeCost::gemm(const GemmShape& s, Precision p) const {
   KernelTime t;
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return t;
   const bool fp8 = p == Precision::kFp8 && hw_.fp8_tflops > 0;
-  const Precision eff_p = fp8 ? Precision::kFp8 : Precision::kBf16;
-  const double elem = fp8 ? 1.0 : 2.0;
+  const bool fp32 = p == Precision::kFp32;
+  const Precision eff_p = fp8 ? Precision::kFp8 : fp32 ? Precision::kFp32 : Precision::kBf16;
+  const double elem = fp8 ? 1.0 : fp32 ? 4.0 : 2.0;
   t.flops = s.flops();
-  t.bytes = s.batch * (elem * (s.m * s.k + s.k * s.n) + 2.0 * s.m * s.n);
+  t.bytes = s.batch * (elem * (s.m * s.k + s.k * s.n) + (fp32 ? 4.0 : 2.0) * s.m * s.n);
   const double eff = gemm_efficiency(s, eff_p, &t.source);
   count(TableUse::kGemm, t.source);
   const double compute_s = t.flops / (hw_.peak_tflops(eff_p) * kTera * eff);
@@ -135,14 +136,16 @@ KernelTime ComputeCost::fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t w
 }
 
 KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk,
-                                  int64_t d_v, bool causal, bool backward) const {
+                                  int64_t d_v, bool causal, bool backward, Precision p) const {
   KernelTime t;
   const double fwd =
       2.0 * batch_heads * s_q * s_kv * static_cast<double>(d_qk + d_v) * (causal ? 0.5 : 1.0);
   t.flops = backward ? 2.5 * fwd : fwd;
   // Q, K, V, O (and dO, dQ, dK, dV in backward) in bf16; KV heads counted as query heads (upper
   // bound).
-  t.bytes = 2.0 * batch_heads * (s_q * (d_qk + d_v) + s_kv * (d_qk + d_v)) * (backward ? 2.0 : 1.0);
+  const double elem = p == Precision::kFp32 ? 4.0 : 2.0;
+  t.bytes =
+      elem * batch_heads * (s_q * (d_qk + d_v) + s_kv * (d_qk + d_v)) * (backward ? 2.0 : 1.0);
   if (!hw_.attention_samples.empty()) {
     const double tflops =
         measured_attention_tflops(hw_.attention_samples, s_kv, (d_qk + d_v) / 2, backward);
@@ -156,7 +159,7 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
     count(TableUse::kAttention, CostSource::kAnalytical);
   }
   const double eff = backward ? hw_.attention_bwd_efficiency : hw_.attention_fwd_efficiency;
-  const double compute_s = t.flops / (hw_.bf16_tflops * kTera * eff);
+  const double compute_s = t.flops / (hw_.peak_tflops(p) * kTera * eff);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
   t.time_s = std::max(compute_s, memory_s) + hw_.kernel_overhead_us * kUs;
   return t;

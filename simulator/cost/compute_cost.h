@@ -75,12 +75,13 @@ class ComputeCost {
   /// Fused (flash) attention; never materialises the s x s matrix.
   ///   fwd flops = 2 b h_q s_q s_kv (d_qk + d_v) * f_causal, f_causal = 1/2 when masked;
   ///   bwd flops = 2.5 x fwd (recomputes S and P, five GEMM-like products; Dao 2023).
-  /// Always in bf16 (fp8 recipes keep attention in bf16).
+  /// In bf16 (fp8 recipes keep attention in bf16), or fp32 in an fp32 plan: `p` picks the peak
+  /// and the element size.
   /// With a measured attention table (profile attention_samples): the achieved TFLOP/s of the
   /// nearest head size, interpolated in log(seq) between the two nearest sequence lengths
   /// (s_kv); outside the measured lengths the analytical model answers.
   KernelTime attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
-                       bool causal, bool backward) const;
+                       bool causal, bool backward, Precision p = Precision::kBf16) const;
 
   /// A memory-bound kernel moving `bytes` through HBM: bytes / (bw * eff) + overhead. With a
   /// measured memory table (profile memory_samples), the bandwidth the measured kernels achieved

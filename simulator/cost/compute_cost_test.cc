@@ -256,5 +256,21 @@ TEST(ComputeCost, MeasuredGemmTableInterpolatesTrilinearlyInLogShape) {
   EXPECT_FALSE(has);
 }
 
+TEST(ComputeCost, Fp32GemmAndAttentionRunAtTheFp32PeakWithFourByteElements) {
+  HwProfile hw = round_profile();
+  hw.fp32_tflops = 100;
+  const ComputeCost cost(hw);
+  // The whole-wave shape of the first test: t = 2mnk / (100e12 * 0.8), and 4-byte operands.
+  const int64_t m = 2560, n = 2560, k = 8192;
+  const KernelTime t = cost.gemm({m, n, k}, Precision::kFp32);
+  EXPECT_NEAR(t.time_s, 2.0 * m * n * k / (100 * kTera * 0.8), kRel * t.time_s);
+  EXPECT_DOUBLE_EQ(t.bytes, 4.0 * (m * k + k * n) + 4.0 * m * n);
+  // Attention: the fp32 peak (forward efficiency 0.5) and 4-byte Q, K, V, O.
+  const KernelTime a = cost.attention(8, 4096, 4096, 128, 128, true, false, Precision::kFp32);
+  const double flops = 2.0 * 8 * 4096 * 4096 * 256 * 0.5;
+  EXPECT_NEAR(a.time_s, flops / (100 * kTera * 0.5), kRel * a.time_s);
+  EXPECT_DOUBLE_EQ(a.bytes, 4.0 * 8 * (4096 * 256 + 4096 * 256));
+}
+
 }  // namespace
 }  // namespace parallax

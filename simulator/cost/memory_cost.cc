@@ -31,16 +31,22 @@ MemoryBreakdown parameter_memory(const ParallelPlan& p, double dense_params, dou
     // weights gathered across microbatches (its per-layer gathers run only without pipelining).
     const bool accumulates = p.num_microbatches() > 1;
     const bool gathered_stage = p.zero_stage >= 3 && p.pp > 1;
-    m.weights_bytes = sharded(2, p.zero_stage >= 3 && !gathered_stage);
+    // Mixed precision: bf16 weights, fp32 gradients, and an fp32 master copy beside Adam's two
+    // moments (12 bytes). An fp32 plan trains the fp32 weights themselves: 4 + 4 + 8.
+    const bool fp32 = p.precision == Precision::kFp32;
+    const double weight = fp32 ? 4 : 2;
+    m.weights_bytes = sharded(weight, p.zero_stage >= 3 && !gathered_stage);
     m.grads_bytes = sharded(4, p.zero_stage >= 2 && !accumulates);
-    m.optimizer_bytes = sharded(12, p.zero_stage >= 1);
-    if (p.zero_stage >= 3 && !gathered_stage) m.buffers_bytes = 2 * 2 * largest_layer_params;
+    m.optimizer_bytes = sharded(fp32 ? 8 : 12, p.zero_stage >= 1);
+    if (p.zero_stage >= 3 && !gathered_stage) m.buffers_bytes = 2 * weight * largest_layer_params;
   }
   return m;
 }
 
-double optimizer_step_time_s(const HwProfile& hw, double params_in_shard) {
-  return 34.0 * params_in_shard / (hw.hbm_bw_gbps * kGB * hw.hbm_efficiency);
+double optimizer_step_time_s(const HwProfile& hw, double params_in_shard, Precision p) {
+  // See the header; an fp32 plan has no bf16 copy to write: 32.
+  const double bytes = p == Precision::kFp32 ? 32.0 : 34.0;
+  return bytes * params_in_shard / (hw.hbm_bw_gbps * kGB * hw.hbm_efficiency);
 }
 
 }  // namespace parallax

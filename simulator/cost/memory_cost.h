@@ -36,7 +36,9 @@ MemoryBreakdown parameter_memory(const ParallelPlan& p, double dense_params, dou
 
 /// AdamW step over the local optimizer shard: memory-bound, reading param, grad, m, v (fp32) and
 /// writing param, m, v and the bf16 copy, plus a gradient-norm pass:
-///   bytes = 34 per parameter (16 read + 12 written + 2 bf16 copy + 4 for the norm).
-double optimizer_step_time_s(const HwProfile& hw, double params_in_shard);
+///   bytes = 34 per parameter (16 read + 12 written + 2 bf16 copy + 4 for the norm); an fp32
+///   plan trains its fp32 weights directly: 32.
+double optimizer_step_time_s(const HwProfile& hw, double params_in_shard,
+                             Precision p = Precision::kBf16);
 
 }  // namespace parallax

@@ -35,6 +35,23 @@ TEST(MemoryCost, MegatronStyleWithoutZeroKeepsEverything) {
   EXPECT_DOUBLE_EQ(m.total(), 18 * (kP + kE));
 }
 
+TEST(MemoryCost, Fp32TrainingKeepsNoMasterCopy) {
+  // fp32 weights 4, grads 4, Adam m, v 8: 16 bytes per parameter; ZeRO-1 shards the 8.
+  ParallelPlan p = plan(0);
+  p.precision = Precision::kFp32;
+  MemoryBreakdown m = parameter_memory(p, kP, kE, kExpertDp, kLayer);
+  EXPECT_DOUBLE_EQ(m.total(), 16 * (kP + kE));
+  p.zero_stage = 1;
+  m = parameter_memory(p, kP, kE, kExpertDp, kLayer);
+  EXPECT_DOUBLE_EQ(m.optimizer_bytes, 8 * (kP / 8 + kE / kExpertDp));
+  // The optimizer step streams 32 bytes per parameter instead of 34.
+  HwProfile hw;
+  hw.hbm_bw_gbps = 100;
+  hw.hbm_efficiency = 1;
+  EXPECT_DOUBLE_EQ(optimizer_step_time_s(hw, 1e9, Precision::kFp32), 32e9 / 100e9);
+  EXPECT_DOUBLE_EQ(optimizer_step_time_s(hw, 1e9), 34e9 / 100e9);
+}
+
 TEST(MemoryCost, ZeroStagesShardOverDpTimesCp) {
   // Dense states shard over dp * cp = 8, expert states over the expert-dp group (2).
   const double shard = kP / 8 + kE / kExpertDp;
