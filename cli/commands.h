@@ -16,5 +16,6 @@ void add_plan_command(CLI::App& app, int* exit_code);
 void add_launch_command(CLI::App& app, int* exit_code);
 void add_whatif_command(CLI::App& app, int* exit_code);
 void add_calibrate_command(CLI::App& app, int* exit_code);
+void add_execute_command(CLI::App& app, int* exit_code);
 
 }  // namespace parallax::cli

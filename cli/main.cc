@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
       "  parallax simulate --scenario examples/llama3.1-405b-16k-h100.json --format json\n"
       "  parallax validate ../shared/validation/public-training.jsonl\n"
       "  mpirun -np 2 parallax calibrate --out cpu.json\n"
+      "  mpirun -np 2 parallax execute --model examples/tiny-llama.json --steps 20\n"
       "  parallax models\n"
       "  parallax profiles h100-sxm-80gb");
   int exit_code = 0;
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   parallax::cli::add_profiles_command(app, &exit_code);
   parallax::cli::add_launch_command(app, &exit_code);
   parallax::cli::add_calibrate_command(app, &exit_code);
+  parallax::cli::add_execute_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,241 @@
+// `parallax execute`: train the plan's model for real on CPU ranks (one MPI process per rank)
+// and report loss, step time, throughput and memory.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/commands.h"
+#include "core/text.h"
+#include "core/units.h"
+#include "executor/data.h"
+#include "executor/model.h"
+#include "executor/process_group.h"
+#include "executor/trainer.h"
+#include "simulator/simulate.h"
+
+namespace parallax::cli {
+namespace {
+
+struct Opts {
+  LayoutFlags layout;
+  std::string backend = "cpu", data = "synthetic", format = "table";
+  int64_t steps = 10;
+  uint64_t seed = 1234;
+  double lr = 1e-3;
+  int64_t warmup = 0;
+  bool compare = false;
+};
+
+/// What this version of the executor runs: data parallelism with the whole model on each rank.
+Diagnostics unsupported(const ParallelPlan& p) {
+  Diagnostics d;
+  auto not_yet = [&](const char* flag, int64_t v) {
+    if (v > 1)
+      d.push_back({flag, std::string(flag + 2) + "=" + std::to_string(v) + " is not executed yet",
+                   "the executor runs data parallelism (dp) only so far"});
+  };
+  not_yet("--tp", p.tp);
+  not_yet("--pp", p.pp);
+  not_yet("--cp", p.cp);
+  not_yet("--ep", p.ep);
+  not_yet("--vpp", p.vpp);
+  if (p.zero_stage > 0 || p.fsdp)
+    d.push_back({"--zero", "ZeRO/FSDP sharding is not executed yet",
+                 "every rank keeps the whole optimizer state (zero 0)"});
+  return d;
+}
+
+/// Weights, gradients and two Adam moments in fp32, plus the activations one microbatch saves
+/// for backward (a generous per-layer count of hidden-sized and ffn-sized tensors, and the
+/// logits): a check before allocating, not a prediction.
+double footprint_gib(const exec::ModelShape& s, int64_t params, int64_t mbs, int64_t seq) {
+  const double tokens = static_cast<double>(mbs) * seq;
+  const double per_layer = tokens * (12.0 * s.hidden + 4.0 * s.ffn_hidden) +
+                           static_cast<double>(mbs) * s.heads * seq * seq;
+  const double act = s.layers * per_layer + 3.0 * tokens * s.vocab;
+  return (16.0 * params + 4.0 * act) / kGiB;
+}
+
+double available_gib() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char key[64];
+  double kb = 0;
+  double out = 0;
+  while (std::fscanf(f, "%63s %lf kB\n", key, &kb) == 2) {
+    if (std::string(key) == "MemAvailable:") {
+      out = kb * 1024 / kGiB;
+      break;
+    }
+  }
+  std::fclose(f);
+  return out;
+}
+
+int run(const Opts& o) {
+  if (o.backend != "cpu") {
+    return report_errors({Diagnostic{"--backend", "the " + o.backend + " executor is not built yet",
+                                     "--backend cpu"}});
+  }
+  if (o.layout.model.empty() && o.layout.scenario.empty())
+    return report_errors({Diagnostic{"--model", "execute needs a model (--model or --plan)",
+                                     "a small JSON model, e.g. examples/tiny-llama.json"}});
+  std::unique_ptr<exec::ProcessGroup> group;
+  if (launched_by_mpi()) {
+    auto g = exec::make_mpi_world();
+    if (!g) return report_errors(g.errors());
+    group = std::move(g).value();
+  } else {
+    group = exec::make_local_group();
+  }
+  const bool rank0 = group->rank() == 0;
+  auto fail = [&](const Diagnostics& d) { return rank0 ? report_errors(d) : kExitBadInput; };
+
+  // Defaults sized for CPU ranks: every rank data-parallel, short sequences, small batches.
+  LayoutFlags f = o.layout;
+  if (f.scenario.empty()) {
+    if (f.gpus == kUnset && f.dp == kUnset) f.gpus = group->size();
+    if (f.tp == kUnset) f.tp = 1;
+    if (f.pp == kUnset) f.pp = 1;
+    if (f.seq == kUnset) f.seq = 128;
+    if (f.mbs == kUnset) f.mbs = 1;
+    if (f.gbs == kUnset) f.gbs = 4 * group->size();
+    if (f.recompute.empty()) f.recompute = "none";
+    if (f.zero == kUnset) f.zero = 0;
+    if (f.sp == -1) f.sp = 0;
+  }
+  auto resolved = resolve_run(f, /*check_layout=*/false);
+  if (!resolved) return fail(resolved.errors());
+  const ParallelPlan& plan = resolved->plan;
+  Diagnostics bad = unsupported(plan);
+  auto shape = exec::executable_shape(resolved->model);
+  if (!shape) bad.insert(bad.end(), shape.errors().begin(), shape.errors().end());
+  if (!bad.empty()) return fail(bad);
+  if (plan.gpus() != group->size())
+    return fail({Diagnostic{"--gpus",
+                            "the plan has " + std::to_string(plan.gpus()) + " ranks (tp*pp*dp*cp), " +
+                                "the job " + std::to_string(group->size()),
+                            "launch with mpirun -np " + std::to_string(plan.gpus())}});
+
+  // Data: synthetic, or a text file through the byte-level tokenizer.
+  exec::TokenSource data = exec::TokenSource::synthetic(shape->vocab, o.seed + 1);
+  if (o.data != "synthetic") {
+    auto text = read_file(o.data);
+    if (!text) return fail(text.errors());
+    auto src = exec::TokenSource::from_tokens(exec::byte_tokens(text.value()), shape->vocab,
+                                              plan.seq_len, "--data " + o.data);
+    if (!src) return fail(src.errors());
+    data = std::move(src).value();
+  }
+
+  const exec::Transformer<float> probe(*shape);
+  const double need = footprint_gib(*shape, probe.num_params(), plan.micro_batch, plan.seq_len);
+  const double have = available_gib();
+  if (have > 0 && need * group->size() > have)
+    return fail({Diagnostic{"--model",
+                            resolved->model.name + " needs about " + format_fixed(need, 2) +
+                                " GiB per rank, " + std::to_string(group->size()) +
+                                " ranks; this machine has " + format_fixed(have, 2) +
+                                " GiB available",
+                            "a smaller model, --mbs or --seq"}});
+
+  // The simulator's prediction for the same plan in fp32 (what the executor runs) on --cluster.
+  std::optional<StepReport> predicted;
+  if (o.compare) {
+    ParallelPlan fp32 = plan;
+    fp32.precision = Precision::kFp32;
+    auto rep = simulate(resolved->model, resolved->cluster, fp32);
+    if (!rep) return fail(rep.errors());
+    predicted = rep.value();
+  }
+
+  exec::TrainOptions t;
+  t.steps = o.steps;
+  t.seq = plan.seq_len;
+  t.micro_batch = plan.micro_batch;
+  t.global_batch = plan.global_batch;
+  t.seed = o.seed;
+  t.adam.lr = o.lr;
+  t.adam.warmup_steps = o.warmup;
+  const bool table = o.format == "table";
+  if (rank0 && table)
+    std::printf("executing %s (%.2fM parameters) on %d rank%s: dp%d, mbs %d, gbs %lld x %lld tokens\n",
+                resolved->model.name.c_str(), probe.num_params() / 1e6, group->size(),
+                group->size() == 1 ? "" : "s", group->size(), plan.micro_batch,
+                static_cast<long long>(plan.global_batch), static_cast<long long>(plan.seq_len));
+  auto result = exec::train(*shape, data, t, *group, [&](const exec::StepRecord& r) {
+    if (rank0 && table)
+      std::printf("  step %4lld  loss %.4f  grad-norm %.3f  %.3f s  %.0f tokens/s\n",
+                  static_cast<long long>(r.step), r.loss, r.grad_norm, r.time_s, r.tokens_per_s);
+    std::fflush(stdout);
+  });
+  if (!result) return fail(result.errors());
+  if (!rank0) return 0;
+  const double error = predicted && result->median_step_time_s > 0
+                           ? predicted->step_time_s / result->median_step_time_s - 1
+                           : 0;
+  if (table) {
+    std::printf("  median step %.4f s, %.0f tokens/s (%.0f per rank), peak memory %.3f GiB per rank\n",
+                result->median_step_time_s, result->tokens_per_s,
+                result->tokens_per_s / group->size(), result->peak_memory_gib);
+    if (predicted)
+      std::printf("  predicted on %s: step %.4f s (%+.1f%%), peak memory %.3f GiB\n",
+                  resolved->cluster.hw.name.c_str(), predicted->step_time_s, 100 * error,
+                  predicted->peak_memory_gib);
+  } else {
+    Json j = {{"model", resolved->model.name},
+              {"params", result->params},
+              {"ranks", group->size()},
+              {"step_time_s", result->median_step_time_s},
+              {"tokens_per_s", result->tokens_per_s},
+              {"peak_memory_gib", result->peak_memory_gib}};
+    Json losses = Json::array(), times = Json::array();
+    for (const auto& s : result->steps) {
+      losses.push_back(s.loss);
+      times.push_back(s.time_s);
+    }
+    j["losses"] = losses;
+    if (predicted) {
+      j["predicted_step_time_s"] = predicted->step_time_s;
+      j["predicted_peak_memory_gib"] = predicted->peak_memory_gib;
+      j["step_time_error"] = error;
+      j["profile"] = resolved->cluster.hw.name;
+    }
+    j["step_times_s"] = times;
+    std::cout << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_execute_command(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand(
+      "execute",
+      "Train the plan's model for real on CPU ranks (one MPI process per rank) and measure it");
+  add_layout_flags(cmd, &o->layout);
+  cmd->add_option("--backend", o->backend, "cpu (Eigen, MPI)")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--steps", o->steps, "optimizer steps to run (default 10)");
+  cmd->add_option("--seed", o->seed, "initialisation and synthetic-data seed (default 1234)");
+  cmd->add_option("--data", o->data,
+                  "a text file (byte-level tokens; the model's vocab must be >= 256) or "
+                  "'synthetic' (default)");
+  cmd->add_option("--lr", o->lr, "AdamW learning rate (default 1e-3)");
+  cmd->add_option("--warmup", o->warmup, "linear learning-rate warm-up steps (default 0)");
+  cmd->add_option("--format", o->format, "output format: table | json")
+      ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_flag("--compare", o->compare,
+                "also simulate the plan (in fp32) on --cluster, e.g. a profile from `parallax "
+                "calibrate`, and print the prediction beside the measurement");
+  cmd->footer(
+      "Runs fp32 on each rank's CPU core. Under `mpirun -np N` each process is one rank; the plan "
+      "must have N ranks.\n"
+      "Example: mpirun -np 2 parallax execute --model examples/tiny-llama.json --gpus 2 --tp 1 "
+      "--gbs 8 --seq 128 --steps 20\n"
+      "Exit code: 0 ran, 2 bad input (every rank says why).");
+  cmd->callback([o, exit_code] { *exit_code = run(*o); });
+}
+
+}  // namespace parallax::cli

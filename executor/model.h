@@ -1,0 +1,87 @@
+#pragma once
+/// The executor's workload: a Llama-style decoder (token embedding, pre-norm blocks of RMSNorm,
+/// rotary grouped-query causal attention and a SwiGLU MLP, a final RMSNorm, an output layer tied
+/// to the embedding or not, cross-entropy) with forward and backward written by hand. Parameters
+/// and gradients live in flat buffers with one fixed layout, so that data-parallel reduction,
+/// optimizer sharding and checkpoints see one contiguous array. Templated on the scalar: float
+/// for runs, double for gradient checks.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/result.h"
+
+namespace parallax::exec {
+
+/// The model's dimensions (dense Llama-style; MoE and MLA are not executed yet). head_dim must be
+/// even (rotary embeddings turn pairs) and kv_heads must divide heads.
+struct ModelShape {
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn_hidden = 0, vocab = 0;
+  bool tied_embeddings = false;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+};
+
+/// The shape of a zoo or JSON model, or why the executor cannot run it (MoE, MLA, GELU MLP, odd
+/// head_dim, and whatever validate_model finds), every problem listed. ModelSpec records neither
+/// rope_theta nor norm_eps, so they keep ModelShape's defaults; dropout is not applied.
+Result<ModelShape> executable_shape(const ModelSpec& m);
+
+/// One named tensor of the flat parameter buffer: row-major rows x cols at `offset`. Linear
+/// weights are stored in x @ W form (rows = inputs, cols = outputs); norm weights are 1 x hidden.
+struct TensorSlot {
+  std::string name;  ///< "embed", "layers.3.wq", "final_norm", "output"
+  int64_t offset = 0, rows = 0, cols = 0;
+  int64_t size() const { return rows * cols; }
+};
+
+template <typename T>
+class Transformer {
+ public:
+  explicit Transformer(const ModelShape& shape);
+
+  const ModelShape& shape() const { return shape_; }
+  /// Every tensor in buffer order; the last one ends at num_params(). The order, and nothing else:
+  ///   embed [vocab x hidden];
+  ///   per layer i, prefixed "layers.i.": attn_norm [1 x hidden], wq [hidden x heads*head_dim],
+  ///     wk, wv [hidden x kv_heads*head_dim], wo [heads*head_dim x hidden], mlp_norm [1 x hidden],
+  ///     w_gate, w_up [hidden x ffn_hidden], w_down [ffn_hidden x hidden];
+  ///   final_norm [1 x hidden]; output [hidden x vocab], absent when tied (logits = h embed^T).
+  const std::vector<TensorSlot>& layout() const { return layout_; }
+  int64_t num_params() const { return num_params_; }
+
+  /// Deterministic initialisation from `seed`: linear weights and the embedding ~ N(0, 0.02^2)
+  /// (the output projections of attention and MLP scaled by 1/sqrt(2 layers)), norm weights 1.
+  /// Samples are drawn in double (one random stream per tensor, independent of the standard
+  /// library's distributions) and rounded, so float and double models start from the same point.
+  void init(std::span<T> params, uint64_t seed) const;
+
+  /// Sum over the batch of the next-token cross-entropy (nats), summed over the batch * seq
+  /// positions in double before the final rounding to T. `tokens` holds `batch` rows of seq + 1
+  /// ids each, every id in [0, vocab): inputs are ids [0, seq), targets ids [1, seq]; rotary
+  /// positions restart at 0 in each row. Forward only. Sizes and ids out of range are programmer
+  /// errors (PX_CHECK). The model holds no state that a call changes; buffers are per call.
+  T loss(std::span<const T> params, std::span<const int32_t> tokens, int64_t batch,
+         int64_t seq) const;
+
+  /// The same summed loss, and grads += grad_scale * d(summed loss)/d(params): grads accumulate
+  /// over calls (microbatches); zero them once per step. Callers pass grad_scale = 1 / (tokens
+  /// in the global batch) to get the gradient of the mean loss. Keeps every layer's activations
+  /// for the duration of the call: 2 hidden + 2 (heads + kv_heads) head_dim + 2 ffn_hidden +
+  /// heads + 2 values a token per layer, plus per-call workspace (logits go in chunks of tokens).
+  T loss_and_grad(std::span<const T> params, std::span<const int32_t> tokens, int64_t batch,
+                  int64_t seq, T grad_scale, std::span<T> grads) const;
+
+ private:
+  ModelShape shape_;
+  std::vector<TensorSlot> layout_;
+  int64_t num_params_ = 0;
+};
+
+extern template class Transformer<float>;
+extern template class Transformer<double>;
+
+}  // namespace parallax::exec

@@ -1,0 +1,101 @@
+#include "executor/process_group.h"
+
+#include <cstdlib>
+#include <string>
+
+#ifdef PARALLAX_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace parallax::exec {
+namespace {
+
+class LocalGroup final : public ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Diagnostics all_reduce_sum(std::span<float>) override { return {}; }
+  Diagnostics all_reduce_sum(std::span<double>) override { return {}; }
+  double max(double v) override { return v; }
+  void barrier() override {}
+};
+
+#ifdef PARALLAX_HAVE_MPI
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(code, text, &n);
+  return std::string(text, static_cast<size_t>(n));
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+class MpiGroup final : public ProcessGroup {
+ public:
+  explicit MpiGroup(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Diagnostics all_reduce_sum(std::span<float> data) override {
+    return reduce(data.data(), static_cast<int64_t>(data.size()), MPI_FLOAT);
+  }
+  Diagnostics all_reduce_sum(std::span<double> data) override {
+    return reduce(data.data(), static_cast<int64_t>(data.size()), MPI_DOUBLE);
+  }
+  double max(double v) override {
+    double out = v;
+    MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_);
+    return out;
+  }
+  void barrier() override { MPI_Barrier(comm_); }
+
+ private:
+  Diagnostics reduce(void* data, int64_t n, MPI_Datatype type) {
+    // MPI counts are ints: large buffers go in chunks.
+    const int element = type == MPI_FLOAT ? 4 : 8;
+    constexpr int64_t kChunk = 1 << 28;
+    for (int64_t off = 0; off < n; off += kChunk) {
+      const int count = static_cast<int>(std::min(kChunk, n - off));
+      const int rc = MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * element, count,
+                                   type, MPI_SUM, comm_);
+      if (rc != MPI_SUCCESS)
+        return {Diagnostic{"rank " + std::to_string(rank_),
+                           "MPI_Allreduce failed: " + mpi_error(rc), ""}};
+    }
+    return {};
+  }
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> make_local_group() { return std::make_unique<LocalGroup>(); }
+
+Result<std::unique_ptr<ProcessGroup>> make_mpi_world() {
+#ifdef PARALLAX_HAVE_MPI
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    const int rc = MPI_Init(nullptr, nullptr);
+    if (rc != MPI_SUCCESS) return Diagnostic{"mpi", "MPI_Init failed: " + mpi_error(rc), ""};
+    std::atexit(finalize_at_exit);
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  if (rc != MPI_SUCCESS) return Diagnostic{"mpi", "MPI_Comm_dup failed: " + mpi_error(rc), ""};
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(comm));
+#else
+  return Diagnostic{"mpi", "this build has no MPI", "install OpenMPI (libopenmpi-dev) and rebuild"};
+#endif
+}
+
+}  // namespace parallax::exec

@@ -1,0 +1,31 @@
+#pragma once
+/// The ranks a training job runs on and the collectives it needs (sums of gradients and losses),
+/// behind one small interface: one process alone, or MPI_COMM_WORLD under mpirun.
+
+#include <memory>
+#include <span>
+
+#include "core/result.h"
+
+namespace parallax::exec {
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Sums `data` element-wise over every rank, in place (every rank calls it alike).
+  virtual Diagnostics all_reduce_sum(std::span<float> data) = 0;
+  virtual Diagnostics all_reduce_sum(std::span<double> data) = 0;
+  /// The largest `v` over the ranks.
+  virtual double max(double v) = 0;
+  virtual void barrier() = 0;
+};
+
+/// One process, no communication.
+std::unique_ptr<ProcessGroup> make_local_group();
+/// Every rank of an MPI job (initialises MPI when needed, finalises it at exit); fails when
+/// built without MPI.
+Result<std::unique_ptr<ProcessGroup>> make_mpi_world();
+
+}  // namespace parallax::exec

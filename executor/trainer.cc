@@ -1,0 +1,123 @@
+#include "executor/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include "core/units.h"
+
+namespace parallax::exec {
+namespace {
+
+Diagnostics check_options(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
+                          int dp) {
+  Diagnostics d;
+  if (o.steps < 1)
+    d.push_back({"--steps", "must be at least 1, got " + std::to_string(o.steps), ""});
+  if (o.seq < 1) d.push_back({"--seq", "must be at least 1, got " + std::to_string(o.seq), ""});
+  if (o.micro_batch < 1)
+    d.push_back({"--mbs", "must be at least 1, got " + std::to_string(o.micro_batch), ""});
+  if (o.global_batch < 1 ||
+      o.global_batch % (static_cast<int64_t>(dp) * std::max<int64_t>(1, o.micro_batch)) != 0)
+    d.push_back({"--gbs",
+                 "global batch " + std::to_string(o.global_batch) +
+                     " must be a positive multiple of dp * mbs = " + std::to_string(dp) + " * " +
+                     std::to_string(o.micro_batch),
+                 "every rank runs whole microbatches"});
+  if (data.vocab() > shape.vocab)
+    d.push_back({"--data",
+                 "the data's vocabulary (" + std::to_string(data.vocab()) +
+                     ") is larger than the model's (" + std::to_string(shape.vocab) + ")",
+                 "byte-level text needs vocab >= 256"});
+  return d;
+}
+
+std::vector<uint8_t> decay_mask(const Transformer<float>& model) {
+  std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 1);
+  for (const TensorSlot& s : model.layout()) {
+    const bool norm = s.name.size() >= 4 && s.name.compare(s.name.size() - 4, 4, "norm") == 0;
+    if (norm) std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(), 0);
+  }
+  return mask;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+double peak_resident_gib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) * 1024.0 / kGiB;  // kB
+  }
+  return 0;
+}
+
+Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
+                          ProcessGroup& group,
+                          const std::function<void(const StepRecord&)>& on_step) {
+  const int dp = group.size(), rank = group.rank();
+  if (Diagnostics d = check_options(shape, data, o, dp); !d.empty()) return d;
+  const Transformer<float> model(shape);
+  const int64_t n = model.num_params();
+  std::vector<float> params(static_cast<size_t>(n)), grads(static_cast<size_t>(n));
+  model.init(params, o.seed);  // the same on every rank
+  AdamW adam(o.adam, decay_mask(model));
+
+  const int64_t per_rank = o.global_batch / dp;
+  const int64_t micro = per_rank / o.micro_batch;
+  const int64_t len = o.seq + 1;
+  const double step_tokens = static_cast<double>(o.global_batch) * o.seq;
+  std::vector<int32_t> tokens(static_cast<size_t>(o.micro_batch * len));
+
+  TrainResult result;
+  result.params = n;
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    group.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::fill(grads.begin(), grads.end(), 0.0f);
+    double loss_sum = 0;
+    for (int64_t mb = 0; mb < micro; ++mb) {
+      // Sequence ids of this microbatch: the run's global order, split by rank.
+      const int64_t first = (step - 1) * o.global_batch + rank * per_rank + mb * o.micro_batch;
+      for (int64_t b = 0; b < o.micro_batch; ++b)
+        data.sequence(first + b, std::span<int32_t>(tokens).subspan(b * len, len));
+      loss_sum += model.loss_and_grad(params, tokens, o.micro_batch, o.seq,
+                                      static_cast<float>(1.0 / step_tokens), grads);
+    }
+    if (Diagnostics d = group.all_reduce_sum(std::span<float>(grads)); !d.empty()) return d;
+    double loss = loss_sum;
+    if (Diagnostics d = group.all_reduce_sum(std::span<double>(&loss, 1)); !d.empty()) return d;
+    double sq = 0;
+    for (float g : grads) sq += static_cast<double>(g) * g;
+    const double norm = std::sqrt(sq);
+    adam.step(params, grads, norm, step);
+    const double local_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    StepRecord r;
+    r.step = step;
+    r.loss = loss / step_tokens;
+    r.grad_norm = norm;
+    r.time_s = group.max(local_s);
+    r.tokens_per_s = step_tokens / r.time_s;
+    result.steps.push_back(r);
+    if (on_step) on_step(r);
+  }
+  std::vector<double> times;
+  for (size_t i = result.steps.size() > 1 ? 1 : 0; i < result.steps.size(); ++i)
+    times.push_back(result.steps[i].time_s);
+  result.median_step_time_s = median(times);
+  result.tokens_per_s = result.median_step_time_s > 0 ? step_tokens / result.median_step_time_s : 0;
+  result.peak_memory_gib = group.max(peak_resident_gib());
+  return result;
+}
+
+}  // namespace parallax::exec

@@ -1,0 +1,53 @@
+#pragma once
+/// The training loop: data-parallel SGD with AdamW over a ProcessGroup. Every rank holds the
+/// whole model; rank r of a dp-way job runs its gbs/dp sequences of each step in microbatches,
+/// gradients and losses are summed over the ranks, and every rank applies the same update. The
+/// same seed and data give the same losses under any dp (up to the order of float sums).
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/result.h"
+#include "executor/data.h"
+#include "executor/model.h"
+#include "executor/optimizer.h"
+#include "executor/process_group.h"
+
+namespace parallax::exec {
+
+struct TrainOptions {
+  int64_t steps = 10;
+  int64_t seq = 0;           ///< tokens per sequence
+  int64_t micro_batch = 1;   ///< sequences per microbatch on one rank
+  int64_t global_batch = 0;  ///< sequences per step over all ranks
+  uint64_t seed = 1234;      ///< initialisation (data has its own seed in its TokenSource)
+  AdamWConfig adam;
+};
+
+struct StepRecord {
+  int64_t step = 0;         ///< 1-based
+  double loss = 0;          ///< mean next-token cross-entropy of the step's global batch (nats)
+  double grad_norm = 0;     ///< before clipping
+  double time_s = 0;        ///< the slowest rank's wall time of the step
+  double tokens_per_s = 0;  ///< global batch tokens / time_s
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;
+  int64_t params = 0;
+  double median_step_time_s = 0;  ///< over the steps after the first (warm-up)
+  double tokens_per_s = 0;        ///< at the median step time
+  double peak_memory_gib = 0;     ///< the largest peak resident set over the ranks
+};
+
+/// Validates the options against the group (gbs divisible by dp * micro_batch, ...), then trains.
+/// `on_step` (may be empty) sees each step as it ends, on every rank.
+Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& opt,
+                          ProcessGroup& group,
+                          const std::function<void(const StepRecord&)>& on_step = {});
+
+/// Peak resident memory of this process so far (VmHWM), in GiB; 0 where unknown.
+double peak_resident_gib();
+
+}  // namespace parallax::exec

@@ -1,0 +1,108 @@
+// `parallax execute` end to end: a tiny model trains on one rank, the same run under
+// `mpirun -np 2` (data parallel) gives the same losses, and what is not executed yet is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "cli_support.h"
+
+namespace parallax::testing::cli {
+namespace {
+
+// A model small enough for a few steps in well under a second.
+std::string tiny_model(const ScratchDir& dir) {
+  const std::string path = dir.file("tiny.json");
+  std::ofstream(path) << R"({"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
+    "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256})";
+  return path;
+}
+
+std::vector<double> losses_of(const std::string& json) {
+  std::vector<double> out;
+  const Json j = ParseOrFail(json, "execute --format json");
+  if (j.is_object() && j.contains("losses"))
+    for (const auto& l : j["losses"]) out.push_back(l.get<double>());
+  return out;
+}
+
+CliRun mpirun2(const std::string& args) {
+  const std::string cmd =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
+      Quote(PARALLAX_BINARY) + " " + args + " 2>/dev/null";
+  CliRun r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(ExecuteCli, TinyModelTrainsFromTheUniformLoss) {
+  ScratchDir dir;
+  const CliRun r = Parallax("execute --model " + Quote(tiny_model(dir)) +
+                                " --gbs 8 --seq 64 --steps 20 --lr 1e-2 --format json",
+                            Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const std::vector<double> l = losses_of(r.out);
+  ASSERT_EQ(l.size(), 20u) << r;
+  // A freshly initialised model predicts nearly uniformly over 256 bytes: ln 256 = 5.545.
+  EXPECT_NEAR(l.front(), std::log(256.0), 0.1);
+  // Synthetic sequences are arithmetic: in 20 steps the last five losses average well below the
+  // first (each step draws new sequences, so single steps are noisy).
+  double tail = 0;
+  for (size_t i = l.size() - 5; i < l.size(); ++i) tail += l[i] / 5;
+  EXPECT_LT(tail, l.front() - 1.0) << r;
+  const Json j = ParseOrFail(r.out, "execute");
+  EXPECT_GT(j["step_time_s"].get<double>(), 0);
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(j["peak_memory_gib"].get<double>(), 0);
+}
+
+TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
+  ScratchDir dir;
+  const std::string args = "execute --model " + Quote(tiny_model(dir)) +
+                           " --gbs 4 --seq 32 --steps 5 --lr 3e-3 --format json";
+  const CliRun one = Parallax(args, Streams::kStdoutOnly);
+  ASSERT_EQ(one.exit_code, 0) << one;
+  const CliRun two = mpirun2(args);
+  ASSERT_EQ(two.exit_code, 0) << two;
+  const std::vector<double> a = losses_of(one.out), b = losses_of(two.out);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u) << two;
+  // The same sequences, summed in a different order: equal to fp32 round-off.
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
+  EXPECT_EQ(ParseOrFail(two.out, "dp2")["ranks"], 2);
+}
+
+TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
+  ScratchDir dir;
+  const std::string model = " --model " + Quote(tiny_model(dir));
+  CliRun r = Parallax("execute" + model + " --gpus 2 --tp 2 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--tp: tp=2 is not executed yet")) << r;
+  r = Parallax("execute --model mixtral-8x7b --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "MoE")) << r;
+  r = Parallax("execute" + model + " --gpus 4 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "mpirun -np 4")) << r;
+  r = Parallax("execute");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "execute needs a model")) << r;
+  r = Parallax("execute" + model + " --gbs 3 --mbs 2 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--gbs")) << r;
+  // A model too large for this machine is refused before anything is allocated.
+  r = Parallax("execute --model llama3.1-70b --gbs 1 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "GiB available")) << r;
+}
+
+}  // namespace
+}  // namespace parallax::testing::cli
