@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <string>
 
 #include "core/units.h"
@@ -66,6 +69,13 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                           const std::function<void(const StepRecord&)>& on_step) {
   const int dp = group.size(), rank = group.rank();
   if (Diagnostics d = check_options(shape, data, o, dp); !d.empty()) return d;
+#if defined(__GLIBC__)
+  // Each step allocates the same activation buffers again; keep freed memory in the heap instead
+  // of returning it to the kernel, so that steps do not pay page faults for fresh zeroed pages
+  // (as frameworks' caching allocators avoid them).
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   const Transformer<float> model(shape);
   const int64_t n = model.num_params();
   std::vector<float> params(static_cast<size_t>(n)), grads(static_cast<size_t>(n));
