@@ -241,7 +241,9 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
             d.backend == "cpu-eigen"
                 ? "the node's memory divided among its cores (one rank per core)"
                 : "device memory the runtime reports");
-    set.chosen("reserved_gib", &HwProfile::reserved_gib, 0.0, "nothing reserved is modelled");
+    set.num("reserved_gib", &HwProfile::reserved_gib, d.baseline_gib,
+            "resident memory of the calibrating process before its buffers (binary, libraries, "
+            "runtime), the largest over the ranks");
   }
 
   // Attention: the best forward and backward are the achievable efficiency, relative to the

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -261,9 +262,23 @@ std::vector<size_t> drop_non_monotone(const std::vector<double>& sizes,
   return dropped;
 }
 
+namespace {
+
+/// VmRSS of this process, in GiB; 0 where /proc is not there.
+double resident_gib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024.0 / kGiB;  // kB
+  return 0;
+}
+
+}  // namespace
+
 CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const SuiteOptions& opt) {
   const auto start = std::chrono::steady_clock::now();
   CalibrationData d;
+  d.baseline_gib = comm.max_over_ranks(resident_gib());
   d.backend = backend.name();
   d.device = backend.device();
   d.communicator = comm.name();
@@ -447,6 +462,7 @@ Json to_json(const CalibrationData& d) {
             {"ranks", d.ranks},
             {"local_size", d.local_size},
             {"memory_gib", d.memory_gib},
+            {"baseline_gib", d.baseline_gib},
             {"activation_bytes", d.activation_bytes},
             {"attention_representative", d.attention_representative},
             {"quick", d.quick},
@@ -509,6 +525,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   d.ranks = static_cast<int>(f.integer("ranks", 1));
   d.local_size = static_cast<int>(f.integer("local_size", 1));
   d.memory_gib = f.number("memory_gib", 0.0);
+  d.baseline_gib = f.number("baseline_gib", 0.0);
   d.activation_bytes = static_cast<int>(f.integer("activation_bytes", 4));
   d.attention_representative = f.boolean("attention_representative", true);
   d.quick = f.boolean("quick", false);

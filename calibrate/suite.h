@@ -100,6 +100,9 @@ struct CalibrationData {
   std::string backend, device, communicator, date, driver;
   int ranks = 1, local_size = 1;
   double memory_gib = 0;
+  /// Resident memory of the calibrating process before any benchmark buffer (the runtime's own:
+  /// binary, libraries, MPI), in GiB; 0 where unknown.
+  double baseline_gib = 0;
   int activation_bytes = 4;
   /// ComputeBackend::attention_is_representative(): whether the attention table may go into a
   /// profile.
