@@ -40,9 +40,10 @@ Diagnostics unsupported(const ParallelPlan& p) {
   not_yet("--cp", p.cp);
   not_yet("--ep", p.ep);
   not_yet("--vpp", p.vpp);
-  if (p.zero_stage > 0 || p.fsdp)
-    d.push_back({"--zero", "ZeRO/FSDP sharding is not executed yet",
-                 "every rank keeps the whole optimizer state (zero 0)"});
+  if (p.zero_stage > 1 || p.fsdp)
+    d.push_back({p.fsdp ? "--fsdp" : "--zero",
+                 "sharding gradients or parameters (ZeRO-2/3, FSDP) is not executed yet",
+                 "--zero 1 (the distributed optimizer) or 0"});
   return d;
 }
 
@@ -113,10 +114,11 @@ int run(const Opts& o) {
   if (!shape) bad.insert(bad.end(), shape.errors().begin(), shape.errors().end());
   if (!bad.empty()) return fail(bad);
   if (plan.gpus() != group->size())
-    return fail({Diagnostic{"--gpus",
-                            "the plan has " + std::to_string(plan.gpus()) + " ranks (tp*pp*dp*cp), " +
-                                "the job " + std::to_string(group->size()),
-                            "launch with mpirun -np " + std::to_string(plan.gpus())}});
+    return fail(
+        {Diagnostic{"--gpus",
+                    "the plan has " + std::to_string(plan.gpus()) + " ranks (tp*pp*dp*cp), " +
+                        "the job " + std::to_string(group->size()),
+                    "launch with mpirun -np " + std::to_string(plan.gpus())}});
 
   // Data: synthetic, or a text file through the byte-level tokenizer.
   exec::TokenSource data = exec::TokenSource::synthetic(shape->vocab, o.seed + 1);
@@ -133,12 +135,12 @@ int run(const Opts& o) {
   const double need = footprint_gib(*shape, probe.num_params(), plan.micro_batch, plan.seq_len);
   const double have = available_gib();
   if (have > 0 && need * group->size() > have)
-    return fail({Diagnostic{"--model",
-                            resolved->model.name + " needs about " + format_fixed(need, 2) +
-                                " GiB per rank, " + std::to_string(group->size()) +
-                                " ranks; this machine has " + format_fixed(have, 2) +
-                                " GiB available",
-                            "a smaller model, --mbs or --seq"}});
+    return fail(
+        {Diagnostic{"--model",
+                    resolved->model.name + " needs about " + format_fixed(need, 2) +
+                        " GiB per rank, " + std::to_string(group->size()) +
+                        " ranks; this machine has " + format_fixed(have, 2) + " GiB available",
+                    "a smaller model, --mbs or --seq"}});
 
   // The simulator's prediction for the same plan in fp32 (what the executor runs) on --cluster.
   std::optional<StepReport> predicted;
@@ -156,14 +158,18 @@ int run(const Opts& o) {
   t.micro_batch = plan.micro_batch;
   t.global_batch = plan.global_batch;
   t.seed = o.seed;
+  t.shard_optimizer = plan.zero_stage == 1;
   t.adam.lr = o.lr;
   t.adam.warmup_steps = o.warmup;
   const bool table = o.format == "table";
   if (rank0 && table)
-    std::printf("executing %s (%.2fM parameters) on %d rank%s: dp%d, mbs %d, gbs %lld x %lld tokens\n",
-                resolved->model.name.c_str(), probe.num_params() / 1e6, group->size(),
-                group->size() == 1 ? "" : "s", group->size(), plan.micro_batch,
-                static_cast<long long>(plan.global_batch), static_cast<long long>(plan.seq_len));
+    std::printf(
+        "executing %s (%.2fM parameters) on %d rank%s: dp%d, mbs %d, gbs %lld x %lld tokens, "
+        "zero %d\n",
+        resolved->model.name.c_str(), probe.num_params() / 1e6, group->size(),
+        group->size() == 1 ? "" : "s", group->size(), plan.micro_batch,
+        static_cast<long long>(plan.global_batch), static_cast<long long>(plan.seq_len),
+        plan.zero_stage);
   auto result = exec::train(*shape, data, t, *group, [&](const exec::StepRecord& r) {
     if (rank0 && table)
       std::printf("  step %4lld  loss %.4f  grad-norm %.3f  %.3f s  %.0f tokens/s\n",
@@ -176,9 +182,10 @@ int run(const Opts& o) {
                            ? predicted->step_time_s / result->median_step_time_s - 1
                            : 0;
   if (table) {
-    std::printf("  median step %.4f s, %.0f tokens/s (%.0f per rank), peak memory %.3f GiB per rank\n",
-                result->median_step_time_s, result->tokens_per_s,
-                result->tokens_per_s / group->size(), result->peak_memory_gib);
+    std::printf(
+        "  median step %.4f s, %.0f tokens/s (%.0f per rank), peak memory %.3f GiB per rank\n",
+        result->median_step_time_s, result->tokens_per_s, result->tokens_per_s / group->size(),
+        result->peak_memory_gib);
     if (predicted)
       std::printf("  predicted on %s: step %.4f s (%+.1f%%), peak memory %.3f GiB\n",
                   resolved->cluster.hw.name.c_str(), predicted->step_time_s, 100 * error,
@@ -216,7 +223,8 @@ void add_execute_command(CLI::App& app, int* exit_code) {
       "execute",
       "Train the plan's model for real on CPU ranks (one MPI process per rank) and measure it");
   add_layout_flags(cmd, &o->layout);
-  cmd->add_option("--backend", o->backend, "cpu (Eigen, MPI)")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--backend", o->backend, "cpu (Eigen, MPI)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--steps", o->steps, "optimizer steps to run (default 10)");
   cmd->add_option("--seed", o->seed, "initialisation and synthetic-data seed (default 1234)");
   cmd->add_option("--data", o->data,

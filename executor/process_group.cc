@@ -1,5 +1,7 @@
 #include "executor/process_group.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <string>
 
@@ -16,6 +18,14 @@ class LocalGroup final : public ProcessGroup {
   int size() const override { return 1; }
   Diagnostics all_reduce_sum(std::span<float>) override { return {}; }
   Diagnostics all_reduce_sum(std::span<double>) override { return {}; }
+  Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<float> out) override {
+    std::copy(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(out.size()), out.begin());
+    return {};
+  }
+  Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) override {
+    std::copy(chunk.begin(), chunk.end(), out.begin());
+    return {};
+  }
   double max(double v) override { return v; }
   void barrier() override {}
 };
@@ -48,6 +58,22 @@ class MpiGroup final : public ProcessGroup {
   Diagnostics all_reduce_sum(std::span<double> data) override {
     return reduce(data.data(), static_cast<int64_t>(data.size()), MPI_DOUBLE);
   }
+  Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<float> out) override {
+    PX_CHECK(static_cast<int64_t>(data.size()) == static_cast<int64_t>(out.size()) * size_,
+             "reduce-scatter of " << data.size() << " into chunks of " << out.size());
+    PX_CHECK(out.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
+    return check(MPI_Reduce_scatter_block(data.data(), out.data(), static_cast<int>(out.size()),
+                                          MPI_FLOAT, MPI_SUM, comm_),
+                 "MPI_Reduce_scatter_block");
+  }
+  Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) override {
+    PX_CHECK(static_cast<int64_t>(out.size()) == static_cast<int64_t>(chunk.size()) * size_,
+             "all-gather of " << chunk.size() << " into " << out.size());
+    PX_CHECK(chunk.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
+    return check(MPI_Allgather(chunk.data(), static_cast<int>(chunk.size()), MPI_FLOAT, out.data(),
+                               static_cast<int>(chunk.size()), MPI_FLOAT, comm_),
+                 "MPI_Allgather");
+  }
   double max(double v) override {
     double out = v;
     MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_);
@@ -69,6 +95,11 @@ class MpiGroup final : public ProcessGroup {
                            "MPI_Allreduce failed: " + mpi_error(rc), ""}};
     }
     return {};
+  }
+  Diagnostics check(int rc, const char* call) const {
+    if (rc == MPI_SUCCESS) return {};
+    return {Diagnostic{"rank " + std::to_string(rank_),
+                       std::string(call) + " failed: " + mpi_error(rc), ""}};
   }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;

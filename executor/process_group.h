@@ -17,6 +17,11 @@ class ProcessGroup {
   /// Sums `data` element-wise over every rank, in place (every rank calls it alike).
   virtual Diagnostics all_reduce_sum(std::span<float> data) = 0;
   virtual Diagnostics all_reduce_sum(std::span<double> data) = 0;
+  /// Sums `data` (size() equal chunks) over the ranks and leaves chunk rank() of the sum in
+  /// `out` (data.size() / size() elements).
+  virtual Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<float> out) = 0;
+  /// Every rank's `chunk`, in rank order, into `out` (size() * chunk.size() elements).
+  virtual Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) = 0;
   /// The largest `v` over the ranks.
   virtual double max(double v) = 0;
   virtual void barrier() = 0;

@@ -78,15 +78,25 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
 #endif
   const Transformer<float> model(shape);
   const int64_t n = model.num_params();
-  std::vector<float> params(static_cast<size_t>(n)), grads(static_cast<size_t>(n));
-  model.init(params, o.seed);  // the same on every rank
-  AdamW adam(o.adam, decay_mask(model));
+  // The flat buffers are padded to a multiple of dp so that every rank owns an equal slice.
+  const int64_t slice = o.shard_optimizer ? (n + dp - 1) / dp : n;
+  const int64_t padded = o.shard_optimizer ? slice * dp : n;
+  const int64_t first = o.shard_optimizer ? rank * slice : 0;
+  const int64_t owned = std::clamp<int64_t>(n - first, 0, slice);  // real parameters in the slice
+  std::vector<float> params(static_cast<size_t>(padded), 0.0f),
+      grads(static_cast<size_t>(padded), 0.0f);
+  std::vector<float> grad_slice(o.shard_optimizer ? static_cast<size_t>(slice) : 0);
+  model.init(std::span<float>(params).first(static_cast<size_t>(n)), o.seed);  // same everywhere
+  const std::vector<uint8_t> mask = decay_mask(model);
+  AdamW adam(o.adam, std::vector<uint8_t>(mask.begin() + first, mask.begin() + first + owned));
 
   const int64_t per_rank = o.global_batch / dp;
   const int64_t micro = per_rank / o.micro_batch;
   const int64_t len = o.seq + 1;
   const double step_tokens = static_cast<double>(o.global_batch) * o.seq;
   std::vector<int32_t> tokens(static_cast<size_t>(o.micro_batch * len));
+  const auto model_params = std::span<float>(params).first(static_cast<size_t>(n));
+  const auto model_grads = std::span<float>(grads).first(static_cast<size_t>(n));
 
   TrainResult result;
   result.params = n;
@@ -97,19 +107,34 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     double loss_sum = 0;
     for (int64_t mb = 0; mb < micro; ++mb) {
       // Sequence ids of this microbatch: the run's global order, split by rank.
-      const int64_t first = (step - 1) * o.global_batch + rank * per_rank + mb * o.micro_batch;
+      const int64_t seq0 = (step - 1) * o.global_batch + rank * per_rank + mb * o.micro_batch;
       for (int64_t b = 0; b < o.micro_batch; ++b)
-        data.sequence(first + b, std::span<int32_t>(tokens).subspan(b * len, len));
-      loss_sum += model.loss_and_grad(params, tokens, o.micro_batch, o.seq,
-                                      static_cast<float>(1.0 / step_tokens), grads);
+        data.sequence(seq0 + b, std::span<int32_t>(tokens).subspan(b * len, len));
+      loss_sum += model.loss_and_grad(model_params, tokens, o.micro_batch, o.seq,
+                                      static_cast<float>(1.0 / step_tokens), model_grads);
     }
-    if (Diagnostics d = group.all_reduce_sum(std::span<float>(grads)); !d.empty()) return d;
     double loss = loss_sum;
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&loss, 1)); !d.empty()) return d;
+    // The gradient of this rank's slice, summed over the ranks.
+    std::span<float> g = grads;
+    if (o.shard_optimizer) {
+      if (Diagnostics d = group.reduce_scatter_sum(grads, grad_slice); !d.empty()) return d;
+      g = grad_slice;
+    } else if (Diagnostics d = group.all_reduce_sum(std::span<float>(grads)); !d.empty()) {
+      return d;
+    }
     double sq = 0;
-    for (float g : grads) sq += static_cast<double>(g) * g;
+    for (int64_t i = 0; i < owned; ++i) sq += static_cast<double>(g[i]) * g[i];
+    if (o.shard_optimizer) {
+      if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
+    }
     const double norm = std::sqrt(sq);
-    adam.step(params, grads, norm, step);
+    adam.step(std::span<float>(params).subspan(first, owned), g.first(owned), norm, step);
+    if (o.shard_optimizer) {
+      // Every rank's updated slice back into every rank's full copy.
+      const std::vector<float> mine(params.begin() + first, params.begin() + first + slice);
+      if (Diagnostics d = group.all_gather(mine, params); !d.empty()) return d;
+    }
     const double local_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     StepRecord r;

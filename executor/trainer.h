@@ -1,8 +1,9 @@
 #pragma once
 /// The training loop: data-parallel SGD with AdamW over a ProcessGroup. Every rank holds the
 /// whole model; rank r of a dp-way job runs its gbs/dp sequences of each step in microbatches,
-/// gradients and losses are summed over the ranks, and every rank applies the same update. The
-/// same seed and data give the same losses under any dp (up to the order of float sums).
+/// gradients and losses are summed over the ranks, and every rank applies the same update (or,
+/// with a sharded optimizer, its slice of it). The same seed and data give the same losses under
+/// any dp and either optimizer (up to the order of float sums).
 
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,10 @@ struct TrainOptions {
   int64_t micro_batch = 1;   ///< sequences per microbatch on one rank
   int64_t global_batch = 0;  ///< sequences per step over all ranks
   uint64_t seed = 1234;      ///< initialisation (data has its own seed in its TokenSource)
+  /// ZeRO-1 (distributed optimizer): each rank keeps 1/dp of the AdamW state and updates that
+  /// slice of the parameters; gradients are reduce-scattered and parameters all-gathered
+  /// instead of one all-reduce.
+  bool shard_optimizer = false;
   AdamWConfig adam;
 };
 

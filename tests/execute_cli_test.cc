@@ -78,6 +78,13 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
   // The same sequences, summed in a different order: equal to fp32 round-off.
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
   EXPECT_EQ(ParseOrFail(two.out, "dp2")["ranks"], 2);
+  // The distributed optimizer (ZeRO-1: Adam state sharded, gradients reduce-scattered,
+  // parameters all-gathered) follows the same curve.
+  const CliRun zero = mpirun2(args + " --zero 1");
+  ASSERT_EQ(zero.exit_code, 0) << zero;
+  const std::vector<double> c = losses_of(zero.out);
+  ASSERT_EQ(c.size(), 5u) << zero;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(c[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
 }
 
 TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
@@ -86,6 +93,9 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   CliRun r = Parallax("execute" + model + " --gpus 2 --tp 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--tp: tp=2 is not executed yet")) << r;
+  r = Parallax("execute" + model + " --zero 2 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "ZeRO-2/3, FSDP) is not executed yet")) << r;
   r = Parallax("execute --model mixtral-8x7b --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "MoE")) << r;
