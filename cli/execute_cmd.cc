@@ -172,8 +172,9 @@ int run(const Opts& o) {
         plan.zero_stage);
   auto result = exec::train(*shape, data, t, *group, [&](const exec::StepRecord& r) {
     if (rank0 && table)
-      std::printf("  step %4lld  loss %.4f  grad-norm %.3f  %.3f s  %.0f tokens/s\n",
-                  static_cast<long long>(r.step), r.loss, r.grad_norm, r.time_s, r.tokens_per_s);
+      std::printf("  step %4lld  loss %.4f  grad-norm %.3f  %.3f s  %.0f tokens/s  peak %.3f GiB\n",
+                  static_cast<long long>(r.step), r.loss, r.grad_norm, r.time_s, r.tokens_per_s,
+                  r.peak_memory_gib);
     std::fflush(stdout);
   });
   if (!result) return fail(result.errors());
@@ -197,10 +198,11 @@ int run(const Opts& o) {
               {"step_time_s", result->median_step_time_s},
               {"tokens_per_s", result->tokens_per_s},
               {"peak_memory_gib", result->peak_memory_gib}};
-    Json losses = Json::array(), times = Json::array();
+    Json losses = Json::array(), times = Json::array(), memory = Json::array();
     for (const auto& s : result->steps) {
       losses.push_back(s.loss);
       times.push_back(s.time_s);
+      memory.push_back(s.peak_memory_gib);
     }
     j["losses"] = losses;
     if (predicted) {
@@ -210,6 +212,7 @@ int run(const Opts& o) {
       j["profile"] = resolved->cluster.hw.name;
     }
     j["step_times_s"] = times;
+    j["peak_memory_gib_per_step"] = memory;
     std::cout << j.dump(2) << "\n";
   }
   return 0;

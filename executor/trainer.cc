@@ -143,6 +143,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     r.grad_norm = norm;
     r.time_s = group.max(local_s);
     r.tokens_per_s = step_tokens / r.time_s;
+    r.peak_memory_gib = group.max(peak_resident_gib());
     result.steps.push_back(r);
     if (on_step) on_step(r);
   }
@@ -151,7 +152,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     times.push_back(result.steps[i].time_s);
   result.median_step_time_s = median(times);
   result.tokens_per_s = result.median_step_time_s > 0 ? step_tokens / result.median_step_time_s : 0;
-  result.peak_memory_gib = group.max(peak_resident_gib());
+  result.peak_memory_gib = result.steps.back().peak_memory_gib;
   return result;
 }
 

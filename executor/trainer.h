@@ -31,11 +31,12 @@ struct TrainOptions {
 };
 
 struct StepRecord {
-  int64_t step = 0;         ///< 1-based
-  double loss = 0;          ///< mean next-token cross-entropy of the step's global batch (nats)
-  double grad_norm = 0;     ///< before clipping
-  double time_s = 0;        ///< the slowest rank's wall time of the step
-  double tokens_per_s = 0;  ///< global batch tokens / time_s
+  int64_t step = 0;            ///< 1-based
+  double loss = 0;             ///< mean next-token cross-entropy of the step's global batch (nats)
+  double grad_norm = 0;        ///< before clipping
+  double time_s = 0;           ///< the slowest rank's wall time of the step
+  double tokens_per_s = 0;     ///< global batch tokens / time_s
+  double peak_memory_gib = 0;  ///< the largest peak resident set over the ranks so far
 };
 
 struct TrainResult {

@@ -62,6 +62,9 @@ TEST(ExecuteCli, TinyModelTrainsFromTheUniformLoss) {
   EXPECT_GT(j["step_time_s"].get<double>(), 0);
   EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
   EXPECT_GT(j["peak_memory_gib"].get<double>(), 0);
+  ASSERT_EQ(j["peak_memory_gib_per_step"].size(), 20u);
+  EXPECT_DOUBLE_EQ(j["peak_memory_gib_per_step"].back().get<double>(),
+                   j["peak_memory_gib"].get<double>());
 }
 
 TEST(ExecuteCli, LearnsTheShippedPublicDomainText) {
