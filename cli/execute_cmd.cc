@@ -91,7 +91,13 @@ int run(const Opts& o) {
     group = exec::make_local_group();
   }
   const bool rank0 = group->rank() == 0;
-  auto fail = [&](const Diagnostics& d) { return rank0 ? report_errors(d) : kExitBadInput; };
+  // Every rank says why it stops (a job whose ranks exit silently looks hung); the others name
+  // themselves.
+  auto fail = [&](Diagnostics d) {
+    if (!rank0)
+      for (Diagnostic& x : d) x.where = "rank " + std::to_string(group->rank()) + ": " + x.where;
+    return report_errors(d);
+  };
 
   // Defaults sized for CPU ranks: every rank data-parallel, short sequences, small batches.
   LayoutFlags f = o.layout;

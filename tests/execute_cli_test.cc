@@ -113,6 +113,12 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
   const std::vector<double> c = losses_of(zero.out);
   ASSERT_EQ(c.size(), 5u) << zero;
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(c[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
+  // A plan for another number of ranks: every rank says so, none hangs.
+  const CliRun wrong =
+      mpirun2("execute --model " + Quote(tiny_model(dir)) + " --gpus 4", Streams::kBoth);
+  EXPECT_NE(wrong.exit_code, 0) << wrong;
+  EXPECT_TRUE(Has(wrong, "rank 1: --gpus: the plan has 4 ranks")) << wrong;
+  EXPECT_TRUE(Has(wrong, "error: --gpus: the plan has 4 ranks")) << wrong;
 }
 
 TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
