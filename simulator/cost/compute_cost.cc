@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
-#include <map>
 #include <string>
 
 #include "core/units.h"
@@ -28,59 +28,80 @@ double tile_wave_utilisation(int64_t m, int64_t n, int64_t batch, int tm, int tn
 
 double measured_gemm_tflops(const std::vector<GemmSample>& samples, Precision p, int64_t m,
                             int64_t n, int64_t k, bool* has_table) {
-  std::vector<int64_t> axes[3];
-  std::map<std::array<int64_t, 3>, double> at;
+  // Priced once per GEMM of every lowering (the planner's hot path): plain scans over the
+  // samples, nothing allocated.
+  const int64_t x[3] = {m, n, k};
+  auto dims = [](const GemmSample& g) { return std::array<int64_t, 3>{g.m, g.n, g.k}; };
+  // Per axis: the measured range, and the measured sizes around x (held at an edge beyond it).
+  int64_t lo_min[3], hi_max[3], lo[3], hi[3];
+  bool any = false;
   for (const auto& g : samples) {
     if (g.precision != p) continue;
-    axes[0].push_back(g.m);
-    axes[1].push_back(g.n);
-    axes[2].push_back(g.k);
-    at[{g.m, g.n, g.k}] = g.tflops;
+    const auto v = dims(g);
+    for (int a = 0; a < 3; ++a) {
+      if (!any) lo_min[a] = hi_max[a] = v[a], lo[a] = INT64_MIN, hi[a] = INT64_MAX;
+      lo_min[a] = std::min(lo_min[a], v[a]);
+      hi_max[a] = std::max(hi_max[a], v[a]);
+      if (v[a] <= x[a]) lo[a] = std::max(lo[a], v[a]);
+      if (v[a] >= x[a]) hi[a] = std::min(hi[a], v[a]);
+    }
+    any = true;
   }
-  *has_table = !at.empty();
-  if (at.empty()) return 0;
-  const int64_t x[3] = {m, n, k};
-  int64_t lo[3], hi[3];
+  *has_table = any;
+  if (!any) return 0;
   double w[3];
   for (int a = 0; a < 3; ++a) {
-    auto& v = axes[a];
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-    // Within the measured range, or at most a factor 2 beyond its edge (held at the edge).
-    if (x[a] * 2 < v.front() || x[a] > 2 * v.back()) return 0;
-    auto it = std::lower_bound(v.begin(), v.end(), x[a]);
-    hi[a] = it == v.end() ? v.back() : *it;
-    lo[a] = it == v.end() ? v.back() : (*it == x[a] || it == v.begin() ? *it : *(it - 1));
+    // Within the measured range, or at most a factor 2 beyond its edge.
+    if (x[a] * 2 < lo_min[a] || x[a] > 2 * hi_max[a]) return 0;
+    if (hi[a] == INT64_MAX) hi[a] = hi_max[a];  // beyond the top: the edge
+    if (lo[a] == INT64_MIN) lo[a] = lo_min[a];  // below the bottom: the edge
     w[a] = hi[a] == lo[a] ? 0.0
                           : std::log(static_cast<double>(x[a]) / lo[a]) /
                                 std::log(static_cast<double>(hi[a]) / lo[a]);
   }
   // Trilinear in log(m), log(n), log(k) over the corners measured (the FLOP cap of a grid can
-  // leave out the largest corner: the others are reweighted).
+  // leave out the largest corner: the others are reweighted). Corner c takes hi on the axes of
+  // its set bits; a repeated shape counts once, its last sample.
+  double corner[8];
+  bool measured[8] = {};
+  for (const auto& g : samples) {
+    if (g.precision != p) continue;
+    const auto v = dims(g);
+    int c = 0;
+    bool on = true;
+    for (int a = 0; a < 3 && on; ++a) {
+      if (v[a] == lo[a]) continue;  // lo == hi: the lower corner (the upper weighs 0)
+      if (v[a] == hi[a])
+        c |= 1 << a;
+      else
+        on = false;
+    }
+    if (!on) continue;
+    corner[c] = g.tflops;
+    measured[c] = true;
+  }
   double sum = 0, wsum = 0;
   for (int c = 0; c < 8; ++c) {
-    std::array<int64_t, 3> key;
     double wc = 1;
-    for (int a = 0; a < 3; ++a) {
-      const bool up = (c >> a) & 1;
-      key[a] = up ? hi[a] : lo[a];
-      wc *= up ? w[a] : 1 - w[a];
-    }
-    if (wc <= 0) continue;
-    auto f = at.find(key);
-    if (f == at.end()) continue;
-    sum += wc * f->second;
+    for (int a = 0; a < 3; ++a) wc *= (c >> a) & 1 ? w[a] : 1 - w[a];
+    if (wc <= 0 || !measured[c]) continue;
+    sum += wc * corner[c];
     wsum += wc;
   }
   if (wsum > 1e-6) return sum / wsum;
-  // No corner measured: the nearest sample in log-shape space.
+  // No corner measured: the nearest sample in log-shape space (on a tie, the smaller shape; a
+  // repeated shape, its last sample).
   double best = std::numeric_limits<double>::infinity(), tflops = 0;
-  for (const auto& [key, t] : at) {
+  std::array<int64_t, 3> best_dims{};
+  for (const auto& g : samples) {
+    if (g.precision != p) continue;
+    const auto v = dims(g);
     double d = 0;
-    for (int a = 0; a < 3; ++a) d += std::abs(std::log2(static_cast<double>(x[a]) / key[a]));
-    if (d < best) {
+    for (int a = 0; a < 3; ++a) d += std::abs(std::log2(static_cast<double>(x[a]) / v[a]));
+    if (d < best || (d == best && v <= best_dims)) {
       best = d;
-      tflops = t;
+      best_dims = v;
+      tflops = g.tflops;
     }
   }
   return tflops;
@@ -204,18 +225,29 @@ double interpolate_log(double x, double x0, double y0, double x1, double y1) {
 }
 
 double measured_memory_gbps(const std::vector<MemorySample>& samples, double bytes) {
-  // Per kernel, the two samples that bracket `bytes`; the answer averages the kernels that do.
-  std::map<std::string, std::pair<const MemorySample*, const MemorySample*>> bracket;
+  // Per kernel, the two samples that bracket `bytes`; the answer averages the kernels that do,
+  // in the order of their names. Priced for every memory-bound op of every lowering: one small
+  // array, names compared in place rather than copied into a map.
+  struct Bracket {
+    const std::string* kernel;
+    const MemorySample *lo, *hi;
+  };
+  std::vector<Bracket> bracket;
+  bracket.reserve(8);
   for (const auto& s : samples) {
-    auto& [lo, hi] = bracket[s.kernel];
-    if (s.bytes <= bytes && (!lo || s.bytes > lo->bytes)) lo = &s;
-    if (s.bytes >= bytes && (!hi || s.bytes < hi->bytes)) hi = &s;
+    auto it = std::find_if(bracket.begin(), bracket.end(),
+                           [&](const Bracket& b) { return *b.kernel == s.kernel; });
+    if (it == bracket.end()) it = bracket.insert(bracket.end(), {&s.kernel, nullptr, nullptr});
+    if (s.bytes <= bytes && (!it->lo || s.bytes > it->lo->bytes)) it->lo = &s;
+    if (s.bytes >= bytes && (!it->hi || s.bytes < it->hi->bytes)) it->hi = &s;
   }
+  std::sort(bracket.begin(), bracket.end(),
+            [](const Bracket& a, const Bracket& b) { return *a.kernel < *b.kernel; });
   double sum = 0;
   int n = 0;
-  for (const auto& [kernel, b] : bracket) {
-    if (!b.first || !b.second) continue;
-    sum += interpolate_log(bytes, b.first->bytes, b.first->gbps, b.second->bytes, b.second->gbps);
+  for (const Bracket& b : bracket) {
+    if (!b.lo || !b.hi) continue;
+    sum += interpolate_log(bytes, b.lo->bytes, b.lo->gbps, b.hi->bytes, b.hi->gbps);
     ++n;
   }
   return n > 0 ? sum / n : 0;
