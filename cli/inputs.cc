@@ -360,7 +360,9 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
 }
 
 int report_errors(const Diagnostics& d) {
-  for (const auto& e : d) std::cerr << "error: " << e.str() << "\n";
+  // One write per line: the ranks of an MPI job share the terminal, and unbuffered pieces of
+  // their lines would interleave.
+  for (const auto& e : d) std::cerr << ("error: " + e.str() + "\n") << std::flush;
   return kExitBadInput;
 }
 
