@@ -2,7 +2,6 @@
 // file that refits to the same profile, --check, MPI collectives, and bad input.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -133,21 +132,13 @@ TEST_F(CalibrateCli, BadInputIsRefusedAndLeavesTheOldProfileWhole) {
 
 // Collectives over MPI with two ranks, as a user launches it.
 TEST(CalibrateMpi, TwoRanksMeasureCollectivesAndFitTheLink) {
-  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
+  if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
   ScratchDir dir;
-  const std::string cmd =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
-      Quote(PARALLAX_BINARY) + " calibrate --quick --tables gemm,memory,collectives --out " +
-      Quote(dir.file("mpi.json")) + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = ::pclose(pipe);
+  const CliRun r = MpiParallax(
+      2, "calibrate --quick --tables gemm,memory,collectives --out " + Quote(dir.file("mpi.json")));
+  const std::string& out = r.out;
   if (out.find("built without MPI") != std::string::npos) GTEST_SKIP() << "built without MPI";
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  ASSERT_EQ(r.exit_code, 0) << out;
   EXPECT_NE(out.find("busbw(GB/s)"), std::string::npos) << out;
   const Json p = ParseOrFail(slurp(dir.file("mpi.json")), "mpi.json");
   const Json& c = p["measured_tables"]["collectives"];

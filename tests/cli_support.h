@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -39,10 +40,8 @@ inline std::ostream& operator<<(std::ostream& os, const CliRun& r) {
 
 enum class Streams { kBoth, kStdoutOnly };
 
-// Runs `parallax ARGS` (ARGS already shell-quoted where needed).
-inline CliRun Parallax(const std::string& args, Streams streams = Streams::kBoth) {
-  const std::string cmd =
-      Quote(PARALLAX_BINARY) + " " + args + (streams == Streams::kBoth ? " 2>&1" : " 2>/dev/null");
+// Runs a shell command line; its output is stdout (and stderr when the line redirects it).
+inline CliRun RunShell(const std::string& cmd) {
   CliRun r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -53,6 +52,26 @@ inline CliRun Parallax(const std::string& args, Streams streams = Streams::kBoth
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+inline std::string StreamRedirect(Streams streams) {
+  return streams == Streams::kBoth ? " 2>&1" : " 2>/dev/null";
+}
+
+// Runs `parallax ARGS` (ARGS already shell-quoted where needed).
+inline CliRun Parallax(const std::string& args, Streams streams = Streams::kBoth) {
+  return RunShell(Quote(PARALLAX_BINARY) + " " + args + StreamRedirect(streams));
+}
+
+// Runs `mpirun -np RANKS parallax ARGS` as a user would (allowed as root, oversubscribed on a
+// small machine).
+inline CliRun MpiParallax(int ranks, const std::string& args, Streams streams = Streams::kBoth) {
+  return RunShell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+      std::to_string(ranks) + " " + Quote(PARALLAX_BINARY) + " " + args + StreamRedirect(streams));
+}
+
+// Whether an `mpirun` is on the PATH.
+inline bool HaveMpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
 inline bool Has(const CliRun& r, const std::string& needle) {
   return r.out.find(needle) != std::string::npos;

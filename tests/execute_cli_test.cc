@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 
 #include "cli_support.h"
@@ -28,19 +27,7 @@ std::vector<double> losses_of(const std::string& json) {
 }
 
 CliRun mpirun2(const std::string& args, Streams streams = Streams::kStdoutOnly) {
-  const std::string cmd =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 " +
-      Quote(PARALLAX_BINARY) + " " + args +
-      (streams == Streams::kStdoutOnly ? " 2>/dev/null" : " 2>&1");
-  CliRun r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return MpiParallax(2, args, streams);
 }
 
 TEST(ExecuteCli, TinyModelTrainsFromTheUniformLoss) {
@@ -90,7 +77,7 @@ TEST(ExecuteCli, LearnsTheShippedPublicDomainText) {
 }
 
 TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
-  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
+  if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
   ScratchDir dir;
   const std::string args = "execute --model " + Quote(tiny_model(dir)) +
                            " --gbs 4 --seq 32 --steps 5 --lr 3e-3 --format json";
