@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ namespace parallax::calibrate {
 ///   kSoftmax  y = softmax(x) per row      (read 1, write 1)
 enum class MemoryKernel { kCopy, kTriad, kRmsNorm, kSwiglu, kSoftmax };
 const char* to_string(MemoryKernel k);
+/// The kernel `to_string` names `s`, if any.
+std::optional<MemoryKernel> parse_memory_kernel(const std::string& s);
 /// Bytes the kernel moves for a rows x cols input of `element_bytes` elements (the counts above).
 double memory_kernel_bytes(MemoryKernel k, int64_t rows, int64_t cols, int element_bytes);
 

@@ -24,6 +24,13 @@ const char* to_string(MemoryKernel k) {
   return "?";
 }
 
+std::optional<MemoryKernel> parse_memory_kernel(const std::string& s) {
+  for (MemoryKernel k : {MemoryKernel::kCopy, MemoryKernel::kTriad, MemoryKernel::kRmsNorm,
+                         MemoryKernel::kSwiglu, MemoryKernel::kSoftmax})
+    if (s == to_string(k)) return k;
+  return std::nullopt;
+}
+
 double memory_kernel_bytes(MemoryKernel k, int64_t rows, int64_t cols, int element_bytes) {
   // Elements read plus written per input element (backend.h): the weight vector of rmsnorm
   // (cols elements, cached) and softmax's second pass over a row (cached) are not counted.

@@ -28,21 +28,6 @@ Stats stats_from(JsonFields& f) {
   return s;
 }
 
-std::optional<MemoryKernel> parse_kernel(const std::string& s) {
-  for (MemoryKernel k : {MemoryKernel::kCopy, MemoryKernel::kTriad, MemoryKernel::kRmsNorm,
-                         MemoryKernel::kSwiglu, MemoryKernel::kSoftmax})
-    if (s == to_string(k)) return k;
-  return std::nullopt;
-}
-
-std::optional<CollectiveOp> parse_op(const std::string& s) {
-  for (CollectiveOp op :
-       {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
-        CollectiveOp::kAllToAll, CollectiveOp::kSendRecv})
-    if (s == to_string(op)) return op;
-  return std::nullopt;
-}
-
 }  // namespace
 
 Json to_json(const CalibrationData& d) {
@@ -156,7 +141,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   rows("memory", [&](JsonFields& r, const std::string& w, const Stats& s) {
     MemoryPoint p;
     const std::string k = r.string("kernel");
-    if (auto kk = parse_kernel(k))
+    if (auto kk = parse_memory_kernel(k))
       p.shape.kernel = *kk;
     else
       diag.push_back(
@@ -180,7 +165,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   rows("collectives", [&](JsonFields& r, const std::string& w, const Stats& s) {
     CollectivePoint p;
     const std::string op = r.string("op");
-    if (auto o = parse_op(op))
+    if (auto o = parse_collective(op))
       p.op = *o;
     else
       diag.push_back({w + "/op", "unknown collective '" + op + "'",

@@ -169,12 +169,10 @@ Grid check_grid(const HwProfile& p, int per_table, int activation_bytes) {
   }
   for (size_t i : pick(p.memory_samples.size())) {
     const auto& s = p.memory_samples[i];
-    for (MemoryKernel k : {MemoryKernel::kCopy, MemoryKernel::kTriad, MemoryKernel::kRmsNorm,
-                           MemoryKernel::kSwiglu, MemoryKernel::kSoftmax}) {
-      if (s.kernel != to_string(k)) continue;
+    if (auto k = parse_memory_kernel(s.kernel)) {
       const int64_t cols = 4096;
-      const double per_row = memory_kernel_bytes(k, 1, cols, activation_bytes);
-      g.memory.push_back({k, std::max<int64_t>(1, std::llround(s.bytes / per_row)), cols});
+      const double per_row = memory_kernel_bytes(*k, 1, cols, activation_bytes);
+      g.memory.push_back({*k, std::max<int64_t>(1, std::llround(s.bytes / per_row)), cols});
     }
   }
   for (size_t i : pick(p.attention_samples.size())) {

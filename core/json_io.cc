@@ -129,6 +129,13 @@ std::optional<Precision> parse_precision(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<CollectiveOp> parse_collective(const std::string& s) {
+  for (auto op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
+                  CollectiveOp::kAllToAll, CollectiveOp::kSendRecv})
+    if (s == to_string(op)) return op;
+  return std::nullopt;
+}
+
 std::optional<FfnAct> parse_ffn_act(const std::string& s) {
   if (s == "gelu") return FfnAct::kGelu;
   if (s == "swiglu" || s == "silu") return FfnAct::kSwiglu;
@@ -274,13 +281,6 @@ constexpr IntField kIntFields[] = {
     {"gpus_per_node", &HwProfile::gpus_per_node, true},
     {"scale_up_domain", &HwProfile::scale_up_domain, true},
 };
-
-std::optional<CollectiveOp> parse_collective(const std::string& s) {
-  for (auto op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
-                  CollectiveOp::kAllToAll, CollectiveOp::kSendRecv})
-    if (s == to_string(op)) return op;
-  return std::nullopt;
-}
 
 void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnostics* d) {
   JsonFields f(t, where, d);

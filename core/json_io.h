@@ -57,6 +57,7 @@ Json to_json(const HwProfile& p);
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<ScheduleKind> parse_schedule(const std::string& s);
 std::optional<Precision> parse_precision(const std::string& s);
+std::optional<CollectiveOp> parse_collective(const std::string& s);
 std::optional<FfnAct> parse_ffn_act(const std::string& s);
 std::optional<CpComm> parse_cp_comm(const std::string& s);
 std::optional<AttentionImpl> parse_attention(const std::string& s);

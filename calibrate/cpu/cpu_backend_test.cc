@@ -65,6 +65,10 @@ TEST(MemoryKernelBytes, Names) {
   EXPECT_STREQ(to_string(MemoryKernel::kRmsNorm), "rmsnorm");
   EXPECT_STREQ(to_string(MemoryKernel::kSwiglu), "swiglu");
   EXPECT_STREQ(to_string(MemoryKernel::kSoftmax), "softmax");
+  for (MemoryKernel k : {MemoryKernel::kCopy, MemoryKernel::kTriad, MemoryKernel::kRmsNorm,
+                         MemoryKernel::kSwiglu, MemoryKernel::kSoftmax})
+    EXPECT_EQ(parse_memory_kernel(to_string(k)), k);
+  EXPECT_FALSE(parse_memory_kernel("gelu"));
 }
 
 TEST(CpuBackend, DescribesItself) {
