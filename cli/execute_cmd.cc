@@ -27,15 +27,14 @@ struct Opts {
   bool compare = false;
 };
 
-/// What this version of the executor runs: data parallelism with the whole model on each rank.
+/// What this version of the executor runs: data and tensor parallelism.
 Diagnostics unsupported(const ParallelPlan& p) {
   Diagnostics d;
   auto not_yet = [&](const char* flag, int64_t v) {
     if (v > 1)
       d.push_back({flag, std::string(flag + 2) + "=" + std::to_string(v) + " is not executed yet",
-                   "the executor runs data parallelism (dp) only so far"});
+                   "the executor runs data and tensor parallelism (dp, tp) so far"});
   };
-  not_yet("--tp", p.tp);
   not_yet("--pp", p.pp);
   not_yet("--cp", p.cp);
   not_yet("--ep", p.ep);
@@ -117,7 +116,14 @@ int run(const Opts& o) {
   const ParallelPlan& plan = resolved->plan;
   Diagnostics bad = unsupported(plan);
   auto shape = exec::executable_shape(resolved->model);
-  if (!shape) bad.insert(bad.end(), shape.errors().begin(), shape.errors().end());
+  if (!shape)
+    bad.insert(bad.end(), shape.errors().begin(), shape.errors().end());
+  else if (shape->kv_heads % plan.tp != 0 || shape->ffn_hidden % plan.tp != 0)
+    bad.push_back({"--tp",
+                   "tp=" + std::to_string(plan.tp) +
+                       " must divide kv_heads=" + std::to_string(shape->kv_heads) +
+                       " and ffn_hidden=" + std::to_string(shape->ffn_hidden),
+                   "each tensor-parallel rank holds whole KV heads"});
   if (!bad.empty()) return fail(bad);
   if (plan.gpus() != group->size())
     return fail(
@@ -164,16 +170,17 @@ int run(const Opts& o) {
   t.micro_batch = plan.micro_batch;
   t.global_batch = plan.global_batch;
   t.seed = o.seed;
+  t.tp = plan.tp;
   t.shard_optimizer = plan.zero_stage == 1;
   t.adam.lr = o.lr;
   t.adam.warmup_steps = o.warmup;
   const bool table = o.format == "table";
   if (rank0 && table)
     std::printf(
-        "executing %s (%.2fM parameters) on %d rank%s: dp%d, mbs %d, gbs %lld x %lld tokens, "
-        "zero %d\n",
+        "executing %s (%.2fM parameters) on %d rank%s: tp%d dp%d, mbs %d, gbs %lld x %lld "
+        "tokens, zero %d\n",
         resolved->model.name.c_str(), probe.num_params() / 1e6, group->size(),
-        group->size() == 1 ? "" : "s", group->size(), plan.micro_batch,
+        group->size() == 1 ? "" : "s", plan.tp, plan.dp, plan.micro_batch,
         static_cast<long long>(plan.global_batch), static_cast<long long>(plan.seq_len),
         plan.zero_stage);
   auto result = exec::train(*shape, data, t, *group, [&](const exec::StepRecord& r) {

@@ -143,7 +143,14 @@ class Pass {
   void backward_mlp(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
   void backward_attention(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
 
+  /// Sums a block's partial output (or input gradient) over the tensor-parallel group.
+  void tp_reduce(RowMatrix<T>& m) const {
+    if (tp_.size > 1) tp_.all_reduce(std::span<T>(m.data(), static_cast<size_t>(m.size())));
+  }
+
   const ModelShape& shape_;
+  const TensorParallel<T>& tp_;
+  const int64_t heads_, kv_heads_, ffn_;  // this rank's shard of the blocks
   const std::vector<TensorSlot>& layout_;
   const PassInput<T> in_;
   const int64_t n_;  // tokens in the batch: batch * seq rows
@@ -162,11 +169,15 @@ class Pass {
 template <typename T>
 Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
     : shape_(model.shape()),
+      tp_(model.tensor_parallel()),
+      heads_(shape_.heads / tp_.size),
+      kv_heads_(shape_.kv_heads / tp_.size),
+      ffn_(shape_.ffn_hidden / tp_.size),
       layout_(model.layout()),
       in_(in),
       n_(in.batch * in.seq),
       eps_(static_cast<T>(model.shape().norm_eps)),
-      attn_shape_{in.batch, in.seq, shape_.heads, shape_.kv_heads, shape_.head_dim},
+      attn_shape_{in.batch, in.seq, heads_, kv_heads_, shape_.head_dim},
       rope_(in.seq, shape_.head_dim, shape_.rope_theta) {
   PX_CHECK(in.batch > 0 && in.seq > 0,
            "batch and seq must be positive, got batch=" << in.batch << " seq=" << in.seq);
@@ -175,8 +186,8 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
   PX_CHECK(static_cast<int64_t>(in.tokens.size()) == in.batch * (in.seq + 1),
            "tokens has " << in.tokens.size()
                          << " ids, want batch * (seq + 1) = " << in.batch * (in.seq + 1));
-  const int64_t h = shape_.hidden, q_cols = shape_.heads * shape_.head_dim,
-                kv_cols = shape_.kv_heads * shape_.head_dim, f = shape_.ffn_hidden;
+  const int64_t h = shape_.hidden, q_cols = heads_ * shape_.head_dim,
+                kv_cols = kv_heads_ * shape_.head_dim, f = ffn_;
   inputs_.resize(static_cast<size_t>(n_));
   targets_.resize(static_cast<size_t>(n_));
   for (int64_t b = 0; b < in.batch; ++b) {
@@ -202,7 +213,7 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
     a.up.resize(n_, f);
     a.rstd_attn.resize(rows);
     a.rstd_mlp.resize(rows);
-    a.lse.resize(rows * static_cast<size_t>(shape_.heads));
+    a.lse.resize(rows * static_cast<size_t>(heads_));
   }
   for (RowMatrix<T>* m : {&h_, &xf_, &xn_}) m->resize(n_, h);
   act_.resize(n_, f);
@@ -236,17 +247,29 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
   a.q.noalias() = xn_ * mat(p, slot(layer, kWq));
   a.k.noalias() = xn_ * mat(p, slot(layer, kWk));
   a.v.noalias() = xn_ * mat(p, slot(layer, kWv));
-  rope_.rotate(a.q, shape_.heads, false);
-  rope_.rotate(a.k, shape_.kv_heads, false);
+  rope_.rotate(a.q, heads_, false);
+  rope_.rotate(a.k, kv_heads_, false);
   ops::attention_forward<T>(attn_shape_, a.q, a.k, a.v, a.attn, a.lse);
-  h_.noalias() += a.attn * mat(p, slot(layer, kWo));
+  if (tp_.size == 1) {
+    h_.noalias() += a.attn * mat(p, slot(layer, kWo));
+  } else {  // this rank's heads' share of the projection, summed over the group
+    xn_.noalias() = a.attn * mat(p, slot(layer, kWo));
+    tp_reduce(xn_);
+    h_ += xn_;
+  }
 
   if (in_.train) a.x_mlp = h_;
   ops::rms_norm_forward<T>(h_, vec(p, slot(layer, kMlpNorm)), eps_, xn_, a.rstd_mlp);
   a.gate.noalias() = xn_ * mat(p, slot(layer, kWGate));
   a.up.noalias() = xn_ * mat(p, slot(layer, kWUp));
   ops::swiglu_forward<T>(a.gate, a.up, act_);
-  h_.noalias() += act_ * mat(p, slot(layer, kWDown));
+  if (tp_.size == 1) {
+    h_.noalias() += act_ * mat(p, slot(layer, kWDown));
+  } else {
+    xn_.noalias() = act_ * mat(p, slot(layer, kWDown));
+    tp_reduce(xn_);
+    h_ += xn_;
+  }
 }
 
 template <typename T>
@@ -315,6 +338,7 @@ void Pass<T>::backward_mlp(int64_t layer, const BlockActs<T>& a, std::span<T> gr
   mat(grads, slot(layer, kWUp)).noalias() += xn_.transpose() * d_up_;
   d_xn_.noalias() = d_gate_ * mat(p, slot(layer, kWGate)).transpose();
   d_xn_.noalias() += d_up_ * mat(p, slot(layer, kWUp)).transpose();
+  tp_reduce(d_xn_);  // each rank's MLP columns contribute to the input gradient
   ops::rms_norm_backward<T>(a.x_mlp, vec(p, slot(layer, kMlpNorm)), a.rstd_mlp, d_xn_, h_,
                             vec(grads, slot(layer, kMlpNorm)));
 }
@@ -329,8 +353,8 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
   d_k_.setZero();
   d_v_.setZero();
   ops::attention_backward<T>(attn_shape_, a.q, a.k, a.v, a.attn, a.lse, d_attn_, d_q_, d_k_, d_v_);
-  rope_.rotate(d_q_, shape_.heads, true);
-  rope_.rotate(d_k_, shape_.kv_heads, true);
+  rope_.rotate(d_q_, heads_, true);
+  rope_.rotate(d_k_, kv_heads_, true);
   ops::rms_norm_forward<T>(a.x_attn, vec(p, slot(layer, kAttnNorm)), eps_, xn_, rstd_);
   mat(grads, slot(layer, kWq)).noalias() += xn_.transpose() * d_q_;
   mat(grads, slot(layer, kWk)).noalias() += xn_.transpose() * d_k_;
@@ -338,6 +362,7 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
   d_xn_.noalias() = d_q_ * mat(p, slot(layer, kWq)).transpose();
   d_xn_.noalias() += d_k_ * mat(p, slot(layer, kWk)).transpose();
   d_xn_.noalias() += d_v_ * mat(p, slot(layer, kWv)).transpose();
+  tp_reduce(d_xn_);
   ops::rms_norm_backward<T>(a.x_attn, vec(p, slot(layer, kAttnNorm)), a.rstd_attn, d_xn_, h_,
                             vec(grads, slot(layer, kAttnNorm)));
 }
@@ -347,7 +372,8 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
 // ---- Transformer ----------------------------------------------------------------------------
 
 template <typename T>
-Transformer<T>::Transformer(const ModelShape& shape) : shape_(shape) {
+Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp)
+    : shape_(shape), tp_(std::move(tp)) {
   const ModelShape& s = shape;
   PX_CHECK(s.layers > 0 && s.hidden > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0 &&
                s.ffn_hidden > 0 && s.vocab > 0,
@@ -355,20 +381,41 @@ Transformer<T>::Transformer(const ModelShape& shape) : shape_(shape) {
   PX_CHECK(s.heads % s.kv_heads == 0,
            "kv_heads=" << s.kv_heads << " must divide heads=" << s.heads);
   PX_CHECK(s.head_dim % 2 == 0, "rotary embeddings need an even head_dim, got " << s.head_dim);
-  auto add = [this](std::string name, int64_t rows, int64_t cols) {
-    layout_.push_back({std::move(name), num_params_, rows, cols});
-    num_params_ += rows * cols;
+  const int64_t tps = tp_.size;
+  PX_CHECK(tps >= 1 && tp_.rank >= 0 && tp_.rank < tps,
+           "tensor-parallel rank " << tp_.rank << " of " << tps);
+  PX_CHECK(
+      s.kv_heads % tps == 0 && s.ffn_hidden % tps == 0,
+      "tp=" << tps << " must divide kv_heads=" << s.kv_heads << " and ffn_hidden=" << s.ffn_hidden);
+  PX_CHECK(tps == 1 || tp_.all_reduce, "tensor parallelism needs an all-reduce");
+  // split: 0 replicated, 1 columns (column-parallel), 2 rows (row-parallel).
+  auto add = [this, tps](std::string name, int64_t rows, int64_t cols, int split = 0) {
+    TensorSlot t{std::move(name), num_params_, rows, cols, rows, cols, 0, 0, split == 0};
+    if (split == 1) {
+      t.cols = cols / tps;
+      t.col0 = t.cols * tp_.rank;
+    } else if (split == 2) {
+      t.rows = rows / tps;
+      t.row0 = t.rows * tp_.rank;
+    }
+    num_params_ += t.size();
+    layout_.push_back(std::move(t));
   };
   const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
   add("embed", s.vocab, s.hidden);
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string prefix = "layers." + std::to_string(l) + ".";
-    const int64_t dims[kPerBlock][2] = {
-        {1, s.hidden},           {s.hidden, q}, {s.hidden, kv},           {s.hidden, kv},
-        {q, s.hidden},           {1, s.hidden}, {s.hidden, s.ffn_hidden}, {s.hidden, s.ffn_hidden},
-        {s.ffn_hidden, s.hidden}};
+    const int64_t dims[kPerBlock][3] = {{1, s.hidden, 0},
+                                        {s.hidden, q, 1},
+                                        {s.hidden, kv, 1},
+                                        {s.hidden, kv, 1},
+                                        {q, s.hidden, 2},
+                                        {1, s.hidden, 0},
+                                        {s.hidden, s.ffn_hidden, 1},
+                                        {s.hidden, s.ffn_hidden, 1},
+                                        {s.ffn_hidden, s.hidden, 2}};
     for (int64_t t = 0; t < kPerBlock; ++t)
-      add(prefix + kBlockTensorNames[t], dims[t][0], dims[t][1]);
+      add(prefix + kBlockTensorNames[t], dims[t][0], dims[t][1], static_cast<int>(dims[t][2]));
   }
   add("final_norm", 1, s.hidden);
   if (!s.tied_embeddings) add("output", s.hidden, s.vocab);
@@ -395,9 +442,17 @@ void Transformer<T>::init(std::span<T> params, uint64_t seed) const {
       continue;
     }
     const double sd = residual ? residual_std : kStd;
-    // One stream per tensor: a tensor's values depend on the seed and its place only.
+    // One stream per tensor: a tensor's values depend on the seed and its place only. A shard
+    // draws the whole tensor's stream and keeps its block.
     NormalSampler normal(splitmix64(seed ^ splitmix64(i + 1)));
-    for (T& x : out) x = static_cast<T>(sd * normal());
+    const TensorSlot& t = layout_[i];
+    for (int64_t r = 0; r < t.full_rows; ++r) {
+      for (int64_t c = 0; c < t.full_cols; ++c) {
+        const double x = sd * normal();
+        if (r >= t.row0 && r < t.row0 + t.rows && c >= t.col0 && c < t.col0 + t.cols)
+          out[static_cast<size_t>((r - t.row0) * t.cols + (c - t.col0))] = static_cast<T>(x);
+      }
+    }
   }
 }
 

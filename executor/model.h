@@ -7,6 +7,7 @@
 /// for runs, double for gradient checks.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,18 +33,38 @@ Result<ModelShape> executable_shape(const ModelSpec& m);
 
 /// One named tensor of the flat parameter buffer: row-major rows x cols at `offset`. Linear
 /// weights are stored in x @ W form (rows = inputs, cols = outputs); norm weights are 1 x hidden.
+/// Under tensor parallelism the slot is a block of the whole (logical) tensor: rows x cols at
+/// (row0, col0) of full_rows x full_cols; without it, the whole tensor.
 struct TensorSlot {
   std::string name;  ///< "embed", "layers.3.wq", "final_norm", "output"
   int64_t offset = 0, rows = 0, cols = 0;
+  int64_t full_rows = 0, full_cols = 0, row0 = 0, col0 = 0;
+  /// Every tensor-parallel rank holds the whole tensor (embedding, norms, output layer).
+  bool replicated = true;
   int64_t size() const { return rows * cols; }
+};
+
+/// Megatron-style tensor parallelism of the blocks: rank `rank` of `size` holds heads/size query
+/// heads and kv_heads/size KV heads (the column blocks of wq, wk, wv and the row block of wo) and
+/// ffn_hidden/size of the MLP (column blocks of w_gate, w_up; row block of w_down). Embedding,
+/// norms and the output layer are replicated, so every rank computes the same logits and loss.
+/// Each block's forward ends, and its backward's input gradient ends, in an all-reduce (sum)
+/// over the group, which `all_reduce` performs in place on every rank alike.
+template <typename T>
+struct TensorParallel {
+  int size = 1, rank = 0;
+  std::function<void(std::span<T>)> all_reduce;
 };
 
 template <typename T>
 class Transformer {
  public:
-  explicit Transformer(const ModelShape& shape);
+  /// The whole model (tp.size == 1), or rank tp.rank's shard of it; tp.size must divide
+  /// kv_heads (hence heads) and ffn_hidden, and all_reduce must be set when tp.size > 1.
+  explicit Transformer(const ModelShape& shape, TensorParallel<T> tp = {});
 
   const ModelShape& shape() const { return shape_; }
+  const TensorParallel<T>& tensor_parallel() const { return tp_; }
   /// Every tensor in buffer order; the last one ends at num_params(). The order, and nothing else:
   ///   embed [vocab x hidden];
   ///   per layer i, prefixed "layers.i.": attn_norm [1 x hidden], wq [hidden x heads*head_dim],
@@ -57,6 +78,7 @@ class Transformer {
   /// (the output projections of attention and MLP scaled by 1/sqrt(2 layers)), norm weights 1.
   /// Samples are drawn in double (one random stream per tensor, independent of the standard
   /// library's distributions) and rounded, so float and double models start from the same point.
+  /// A tensor-parallel shard gets its block of the whole model's values.
   void init(std::span<T> params, uint64_t seed) const;
 
   /// Sum over the batch of the next-token cross-entropy (nats), summed over the batch * seq
@@ -77,6 +99,7 @@ class Transformer {
 
  private:
   ModelShape shape_;
+  TensorParallel<T> tp_;
   std::vector<TensorSlot> layout_;
   int64_t num_params_ = 0;
 };

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -280,6 +283,108 @@ TEST(Transformer, SequencesOfABatchAreIndependent) {
   const std::span<const int32_t> all(both);
   EXPECT_NEAR(m.loss(p, all, 2, seq),
               m.loss(p, all.first(seq + 1), 1, seq) + m.loss(p, all.last(seq + 1), 1, seq), 1e-12);
+}
+
+}  // namespace
+}  // namespace parallax::exec
+
+namespace parallax::exec {
+namespace {
+
+/// An in-process all-reduce for `n` threads: each contributes its buffer; every one gets the sum,
+/// added in rank order (so every rank gets bitwise the same result, as MPI gives).
+class ThreadAllReduce {
+ public:
+  explicit ThreadAllReduce(int n) : n_(n), slots_(static_cast<size_t>(n)), sync_(n) {}
+  void operator()(int rank, std::span<double> x) {
+    slots_[static_cast<size_t>(rank)] = x;
+    sync_.arrive_and_wait();
+    std::vector<double> sum(x.size(), 0.0);
+    for (int r = 0; r < n_; ++r)
+      for (size_t i = 0; i < x.size(); ++i) sum[i] += slots_[static_cast<size_t>(r)][i];
+    sync_.arrive_and_wait();  // everyone has read every buffer
+    std::copy(sum.begin(), sum.end(), x.begin());
+    sync_.arrive_and_wait();
+  }
+
+ private:
+  int n_;
+  std::vector<std::span<double>> slots_;
+  std::barrier<> sync_;
+};
+
+// Each tensor-parallel shard, run by its own thread, gives the whole model's loss and, for its
+// block of every tensor, the whole model's gradient; its initialisation is the whole model's
+// block.
+TEST(TensorParallel, ShardsReproduceTheWholeModel) {
+  for (int tp : {2}) {
+    const ModelShape shape = small_shape(false);
+    const Transformer<double> whole(shape);
+    std::vector<double> p = rich_params(whole, 21), g(p.size(), 0.0), init(p.size());
+    whole.init(init, 5);
+    const int64_t batch = 2, seq = 9;
+    const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 22);
+    const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.5, g);
+
+    ThreadAllReduce reduce(tp);
+    std::vector<double> shard_loss(static_cast<size_t>(tp));
+    std::vector<std::thread> threads;
+    std::vector<std::string> failures(static_cast<size_t>(tp));
+    for (int r = 0; r < tp; ++r) {
+      threads.emplace_back([&, r] {
+        const Transformer<double> m(shape,
+                                    {tp, r, [&reduce, r](std::span<double> x) { reduce(r, x); }});
+        // This shard's blocks of the whole model's parameters, gradients and initial values.
+        std::vector<double> ps(static_cast<size_t>(m.num_params())), gs(ps.size(), 0.0),
+            want_g(ps.size()), want_init(ps.size()), got_init(ps.size());
+        ASSERT_EQ(m.layout().size(), whole.layout().size());
+        for (size_t t = 0; t < m.layout().size(); ++t) {
+          const TensorSlot& s = m.layout()[t];
+          const TensorSlot& w = whole.layout()[t];
+          ASSERT_EQ(s.full_rows, w.rows);
+          ASSERT_EQ(s.full_cols, w.cols);
+          for (int64_t i = 0; i < s.rows; ++i)
+            for (int64_t j = 0; j < s.cols; ++j) {
+              const auto from = static_cast<size_t>(w.offset + (s.row0 + i) * w.cols + s.col0 + j);
+              const auto to = static_cast<size_t>(s.offset + i * s.cols + j);
+              ps[to] = p[from];
+              want_g[to] = g[from];
+              want_init[to] = init[from];
+            }
+        }
+        m.init(got_init, 5);
+        shard_loss[static_cast<size_t>(r)] = m.loss_and_grad(ps, tokens, batch, seq, 0.5, gs);
+        for (size_t i = 0; i < gs.size(); ++i) {
+          if (got_init[i] != want_init[i]) failures[r] += "init " + std::to_string(i) + "; ";
+          if (std::abs(gs[i] - want_g[i]) > 1e-10 * std::max(1.0, std::abs(want_g[i])))
+            failures[r] += "grad " + std::to_string(i) + "; ";
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < tp; ++r) {
+      EXPECT_NEAR(shard_loss[static_cast<size_t>(r)], loss, 1e-10 * loss) << "rank " << r;
+      EXPECT_EQ(failures[static_cast<size_t>(r)].substr(0, 200), "") << "rank " << r;
+    }
+  }
+}
+
+TEST(TensorParallel, ShardsSplitHeadsAndMlp) {
+  const ModelShape shape = small_shape(true);
+  std::function<void(std::span<double>)> none = [](std::span<double>) {};
+  const Transformer<double> whole(shape), r1(shape, {2, 1, none});
+  EXPECT_LT(r1.num_params(), whole.num_params());
+  for (const TensorSlot& s : r1.layout()) {
+    const bool rowwise = s.name.ends_with(".wo") || s.name.ends_with(".w_down");
+    const bool colwise = s.name.ends_with(".wq") || s.name.ends_with(".wk") ||
+                         s.name.ends_with(".wv") || s.name.ends_with(".w_gate") ||
+                         s.name.ends_with(".w_up");
+    EXPECT_EQ(s.replicated, !rowwise && !colwise) << s.name;
+    EXPECT_EQ(s.row0, rowwise ? s.full_rows / 2 : 0) << s.name;
+    EXPECT_EQ(s.col0, colwise ? s.full_cols / 2 : 0) << s.name;
+    EXPECT_EQ(s.rows * (rowwise ? 2 : 1), s.full_rows) << s.name;
+    EXPECT_EQ(s.cols * (colwise ? 2 : 1), s.full_cols) << s.name;
+  }
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ class LocalGroup final : public ProcessGroup {
   }
   double max(double v) override { return v; }
   void barrier() override {}
+  Result<std::unique_ptr<ProcessGroup>> split(int, int) override {
+    return std::unique_ptr<ProcessGroup>(std::make_unique<LocalGroup>());
+  }
 };
 
 #ifdef PARALLAX_HAVE_MPI
@@ -50,6 +53,13 @@ class MpiGroup final : public ProcessGroup {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
+  ~MpiGroup() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+  MpiGroup(const MpiGroup&) = delete;
+  MpiGroup& operator=(const MpiGroup&) = delete;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Diagnostics all_reduce_sum(std::span<float> data) override {
@@ -80,6 +90,14 @@ class MpiGroup final : public ProcessGroup {
     return out;
   }
   void barrier() override { MPI_Barrier(comm_); }
+  Result<std::unique_ptr<ProcessGroup>> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    if (Diagnostics d = check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+        !d.empty())
+      return d;
+    MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+    return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(sub));
+  }
 
  private:
   Diagnostics reduce(void* data, int64_t n, MPI_Datatype type) {

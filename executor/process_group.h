@@ -25,6 +25,9 @@ class ProcessGroup {
   /// The largest `v` over the ranks.
   virtual double max(double v) = 0;
   virtual void barrier() = 0;
+  /// The sub-group of the ranks that pass the same `color` (every rank calls it alike), ranked
+  /// by `key`: the tensor- or data-parallel group of a layout.
+  virtual Result<std::unique_ptr<ProcessGroup>> split(int color, int key) = 0;
 };
 
 /// One process, no communication.

@@ -9,14 +9,29 @@
 #endif
 #include <string>
 
+#include "core/rank_map.h"
 #include "core/units.h"
 
 namespace parallax::exec {
 namespace {
 
 Diagnostics check_options(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
-                          int dp) {
+                          int world) {
   Diagnostics d;
+  if (o.tp < 1 || world % o.tp != 0) {
+    d.push_back(
+        {"--tp",
+         "tp=" + std::to_string(o.tp) + " must divide the " + std::to_string(world) + " ranks",
+         "ranks = tp * dp"});
+    return d;
+  }
+  const int dp = world / o.tp;
+  if (shape.kv_heads % o.tp != 0 || shape.ffn_hidden % o.tp != 0)
+    d.push_back({"--tp",
+                 "tp=" + std::to_string(o.tp) +
+                     " must divide kv_heads=" + std::to_string(shape.kv_heads) +
+                     " and ffn_hidden=" + std::to_string(shape.ffn_hidden),
+                 "each tensor-parallel rank holds whole KV heads and an equal MLP share"});
   if (o.steps < 1)
     d.push_back({"--steps", "must be at least 1, got " + std::to_string(o.steps), ""});
   if (o.seq < 1) d.push_back({"--seq", "must be at least 1, got " + std::to_string(o.seq), ""});
@@ -46,6 +61,14 @@ std::vector<uint8_t> decay_mask(const Transformer<float>& model) {
   return mask;
 }
 
+/// 1 where a parameter is replicated over the tensor-parallel group (counted once in the norm).
+std::vector<uint8_t> replicated_mask(const Transformer<float>& model) {
+  std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 0);
+  for (const TensorSlot& s : model.layout())
+    if (s.replicated) std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(), 1);
+  return mask;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -67,8 +90,20 @@ double peak_resident_gib() {
 Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
                           ProcessGroup& group,
                           const std::function<void(const StepRecord&)>& on_step) {
-  const int dp = group.size(), rank = group.rank();
-  if (Diagnostics d = check_options(shape, data, o, dp); !d.empty()) return d;
+  if (Diagnostics d = check_options(shape, data, o, group.size()); !d.empty()) return d;
+  // Coordinates and groups from the one rank map (tp fastest, then dp).
+  ParallelPlan layout;
+  layout.tp = o.tp;
+  layout.dp = group.size() / o.tp;
+  const RankMap ranks(layout, o.tp);
+  const RankCoords me = ranks.coords(group.rank());
+  const int dp = layout.dp, rank = me.dp;
+  auto tp_split = group.split(/*color=*/me.dp, /*key=*/me.tp);
+  if (!tp_split) return tp_split.errors();
+  auto dp_split = group.split(/*color=*/me.tp, /*key=*/me.dp);
+  if (!dp_split) return dp_split.errors();
+  ProcessGroup& tp_group = **tp_split;
+  ProcessGroup& dp_group = **dp_split;
 #if defined(__GLIBC__)
   // Each step allocates the same activation buffers again; keep freed memory in the heap instead
   // of returning it to the kernel, so that steps do not pay page faults for fresh zeroed pages
@@ -76,7 +111,12 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-  const Transformer<float> model(shape);
+  Diagnostics comm_errors;  // the first failure of a tensor-parallel all-reduce
+  TensorParallel<float> tp{o.tp, me.tp, [&](std::span<float> x) {
+                             if (!comm_errors.empty()) return;
+                             comm_errors = tp_group.all_reduce_sum(x);
+                           }};
+  const Transformer<float> model(shape, tp);
   const int64_t n = model.num_params();
   // The flat buffers are padded to a multiple of dp so that every rank owns an equal slice.
   const int64_t slice = o.shard_optimizer ? (n + dp - 1) / dp : n;
@@ -88,6 +128,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   std::vector<float> grad_slice(o.shard_optimizer ? static_cast<size_t>(slice) : 0);
   model.init(std::span<float>(params).first(static_cast<size_t>(n)), o.seed);  // same everywhere
   const std::vector<uint8_t> mask = decay_mask(model);
+  const std::vector<uint8_t> replicated = replicated_mask(model);
   AdamW adam(o.adam, std::vector<uint8_t>(mask.begin() + first, mask.begin() + first + owned));
 
   const int64_t per_rank = o.global_batch / dp;
@@ -112,28 +153,34 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
         data.sequence(seq0 + b, std::span<int32_t>(tokens).subspan(b * len, len));
       loss_sum += model.loss_and_grad(model_params, tokens, o.micro_batch, o.seq,
                                       static_cast<float>(1.0 / step_tokens), model_grads);
+      if (!comm_errors.empty()) return comm_errors;
     }
+    // Every tensor-parallel rank computed the replica's loss; sum over the replicas.
     double loss = loss_sum;
-    if (Diagnostics d = group.all_reduce_sum(std::span<double>(&loss, 1)); !d.empty()) return d;
-    // The gradient of this rank's slice, summed over the ranks.
+    if (Diagnostics d = dp_group.all_reduce_sum(std::span<double>(&loss, 1)); !d.empty()) return d;
+    // The gradient of this rank's slice, summed over the data-parallel replicas.
     std::span<float> g = grads;
     if (o.shard_optimizer) {
-      if (Diagnostics d = group.reduce_scatter_sum(grads, grad_slice); !d.empty()) return d;
+      if (Diagnostics d = dp_group.reduce_scatter_sum(grads, grad_slice); !d.empty()) return d;
       g = grad_slice;
-    } else if (Diagnostics d = group.all_reduce_sum(std::span<float>(grads)); !d.empty()) {
+    } else if (Diagnostics d = dp_group.all_reduce_sum(std::span<float>(grads)); !d.empty()) {
       return d;
     }
-    double sq = 0;
-    for (int64_t i = 0; i < owned; ++i) sq += static_cast<double>(g[i]) * g[i];
+    // Squared norm of the whole gradient: the shards' parts summed over tp, replicated tensors
+    // (identical on every tp rank) once.
+    double sq[2] = {0, 0};  // sharded, replicated
+    for (int64_t i = 0; i < owned; ++i)
+      sq[replicated[static_cast<size_t>(first + i)]] += static_cast<double>(g[i]) * g[i];
     if (o.shard_optimizer) {
-      if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
+      if (Diagnostics d = dp_group.all_reduce_sum(std::span<double>(sq, 2)); !d.empty()) return d;
     }
-    const double norm = std::sqrt(sq);
+    if (Diagnostics d = tp_group.all_reduce_sum(std::span<double>(sq, 1)); !d.empty()) return d;
+    const double norm = std::sqrt(sq[0] + sq[1]);
     adam.step(std::span<float>(params).subspan(first, owned), g.first(owned), norm, step);
     if (o.shard_optimizer) {
-      // Every rank's updated slice back into every rank's full copy.
+      // Every replica's updated slice back into every replica's full copy of the shard.
       const std::vector<float> mine(params.begin() + first, params.begin() + first + slice);
-      if (Diagnostics d = group.all_gather(mine, params); !d.empty()) return d;
+      if (Diagnostics d = dp_group.all_gather(mine, params); !d.empty()) return d;
     }
     const double local_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,9 +1,11 @@
 #pragma once
-/// The training loop: data-parallel SGD with AdamW over a ProcessGroup. Every rank holds the
-/// whole model; rank r of a dp-way job runs its gbs/dp sequences of each step in microbatches,
-/// gradients and losses are summed over the ranks, and every rank applies the same update (or,
-/// with a sharded optimizer, its slice of it). The same seed and data give the same losses under
-/// any dp and either optimizer (up to the order of float sums).
+/// The training loop: AdamW over a ProcessGroup of tp x dp ranks, laid out as core's RankMap
+/// lays them (tp fastest). The tp ranks of a data-parallel replica each hold a tensor-parallel
+/// shard of the model (Megatron's column/row-parallel blocks) and see the same data; replica d
+/// runs its gbs/dp sequences of each step in microbatches; gradients and losses are summed over
+/// the replicas, and every rank applies the same update to its shard (or, with a sharded
+/// optimizer, to its slice of it). The same seed and data give the same losses under any tp, dp
+/// and either optimizer (up to the order of float sums).
 
 #include <cstdint>
 #include <functional>
@@ -23,6 +25,7 @@ struct TrainOptions {
   int64_t micro_batch = 1;   ///< sequences per microbatch on one rank
   int64_t global_batch = 0;  ///< sequences per step over all ranks
   uint64_t seed = 1234;      ///< initialisation (data has its own seed in its TokenSource)
+  int tp = 1;                ///< tensor-parallel degree; dp = group size / tp
   /// ZeRO-1 (distributed optimizer): each rank keeps 1/dp of the AdamW state and updates that
   /// slice of the parameters; gradients are reduce-scattered and parameters all-gathered
   /// instead of one all-reduce.
@@ -47,7 +50,8 @@ struct TrainResult {
   double peak_memory_gib = 0;     ///< the largest peak resident set over the ranks
 };
 
-/// Validates the options against the group (gbs divisible by dp * micro_batch, ...), then trains.
+/// Validates the options against the group (tp dividing the group size, kv_heads and ffn_hidden;
+/// gbs divisible by dp * micro_batch, ...), then trains.
 /// `on_step` (may be empty) sees each step as it ends, on every rank.
 Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& opt,
                           ProcessGroup& group,

@@ -117,12 +117,43 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
   }
 }
 
+// Tensor parallelism (Megatron's column/row-parallel blocks, one all-reduce per block each way)
+// and its product with data parallelism follow the single-rank curve to fp32 round-off.
+TEST(ExecuteCli, TensorParallelOverMpiGivesTheSingleRankLosses) {
+  if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
+  ScratchDir dir;
+  const std::string args = "execute --model " + Quote(tiny_model(dir)) +
+                           " --gbs 4 --seq 32 --steps 20 --lr 3e-3 --format json";
+  const CliRun one = Parallax(args, Streams::kStdoutOnly);
+  ASSERT_EQ(one.exit_code, 0) << one;
+  const std::vector<double> a = losses_of(one.out);
+  ASSERT_EQ(a.size(), 20u);
+  const CliRun tp2 = mpirun2(args + " --gpus 2 --tp 2");
+  if (tp2.exit_code != 0 && Has(mpirun2(args, Streams::kBoth), "this build has no MPI"))
+    GTEST_SKIP() << "built without MPI";
+  ASSERT_EQ(tp2.exit_code, 0) << mpirun2(args + " --gpus 2 --tp 2", Streams::kBoth);
+  const std::vector<double> b = losses_of(tp2.out);
+  ASSERT_EQ(b.size(), 20u) << tp2;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
+  // dp2 x tp2 on four ranks, with the distributed optimizer over the data-parallel pairs.
+  const CliRun four = MpiParallax(4, args + " --gpus 4 --tp 2 --zero 1", Streams::kStdoutOnly);
+  ASSERT_EQ(four.exit_code, 0) << MpiParallax(4, args + " --gpus 4 --tp 2 --zero 1",
+                                              Streams::kBoth);
+  const std::vector<double> c = losses_of(four.out);
+  ASSERT_EQ(c.size(), 20u) << four;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(c[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
+}
+
 TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   ScratchDir dir;
   const std::string model = " --model " + Quote(tiny_model(dir));
-  CliRun r = Parallax("execute" + model + " --gpus 2 --tp 2 --gbs 4 --seq 32");
+  CliRun r = Parallax("execute" + model + " --gpus 2 --pp 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "--tp: tp=2 is not executed yet")) << r;
+  EXPECT_TRUE(Has(r, "--pp: pp=2 is not executed yet")) << r;
+  // Tensor parallelism splits whole KV heads (tiny has 2).
+  r = Parallax("execute" + model + " --gpus 4 --tp 4 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--tp: tp=4 must divide kv_heads=2")) << r;
   r = Parallax("execute" + model + " --zero 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "ZeRO-2/3, FSDP) is not executed yet")) << r;
