@@ -27,18 +27,16 @@ struct Opts {
   bool compare = false;
 };
 
-/// What this version of the executor runs: data and tensor parallelism.
+/// What this version of the executor runs: data, tensor and pipeline parallelism.
 Diagnostics unsupported(const ParallelPlan& p) {
   Diagnostics d;
   auto not_yet = [&](const char* flag, int64_t v) {
     if (v > 1)
       d.push_back({flag, std::string(flag + 2) + "=" + std::to_string(v) + " is not executed yet",
-                   "the executor runs data and tensor parallelism (dp, tp) so far"});
+                   "the executor runs data, tensor and pipeline parallelism (dp, tp, pp) so far"});
   };
-  not_yet("--pp", p.pp);
   not_yet("--cp", p.cp);
   not_yet("--ep", p.ep);
-  not_yet("--vpp", p.vpp);
   if (p.zero_stage > 1 || p.fsdp)
     d.push_back({p.fsdp ? "--fsdp" : "--zero",
                  "sharding gradients or parameters (ZeRO-2/3, FSDP) is not executed yet",
@@ -124,6 +122,14 @@ int run(const Opts& o) {
                        " must divide kv_heads=" + std::to_string(shape->kv_heads) +
                        " and ffn_hidden=" + std::to_string(shape->ffn_hidden),
                    "each tensor-parallel rank holds whole KV heads"});
+  if (shape && shape->layers % (static_cast<int64_t>(plan.pp) * plan.vpp) != 0)
+    bad.push_back({plan.vpp > 1 ? "--vpp" : "--pp",
+                   std::to_string(shape->layers) + " layers do not split evenly into pp * vpp = " +
+                       std::to_string(plan.pp * plan.vpp) + " stages",
+                   "a pp (and vpp) whose product divides the layers"});
+  if (plan.schedule == ScheduleKind::kZeroBubbleH1)
+    bad.push_back(
+        {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
   if (!bad.empty()) return fail(bad);
   if (plan.gpus() != group->size())
     return fail(
@@ -171,16 +177,20 @@ int run(const Opts& o) {
   t.global_batch = plan.global_batch;
   t.seed = o.seed;
   t.tp = plan.tp;
+  t.pp = plan.pp;
+  t.vpp = plan.vpp;
+  t.schedule = plan.schedule;
   t.shard_optimizer = plan.zero_stage == 1;
   t.adam.lr = o.lr;
   t.adam.warmup_steps = o.warmup;
   const bool table = o.format == "table";
   if (rank0 && table)
     std::printf(
-        "executing %s (%.2fM parameters) on %d rank%s: tp%d dp%d, mbs %d, gbs %lld x %lld "
-        "tokens, zero %d\n",
+        "executing %s (%.2fM parameters) on %d rank%s: tp%d pp%d dp%d%s, mbs %d, gbs %lld x "
+        "%lld tokens, zero %d\n",
         resolved->model.name.c_str(), probe.num_params() / 1e6, group->size(),
-        group->size() == 1 ? "" : "s", plan.tp, plan.dp, plan.micro_batch,
+        group->size() == 1 ? "" : "s", plan.tp, plan.pp, plan.dp,
+        plan.vpp > 1 ? (" vpp" + std::to_string(plan.vpp)).c_str() : "", plan.micro_batch,
         static_cast<long long>(plan.global_batch), static_cast<long long>(plan.seq_len),
         plan.zero_stage);
   auto result = exec::train(*shape, data, t, *group, [&](const exec::StepRecord& r) {

@@ -102,6 +102,10 @@ std::span<S> vec(std::span<S> buf, const TensorSlot& s) {
   return buf.subspan(static_cast<size_t>(s.offset), static_cast<size_t>(s.size()));
 }
 
+}  // namespace
+
+namespace detail {
+
 /// What one block's backward needs from its forward; rows are tokens.
 template <typename T>
 struct BlockActs {
@@ -120,24 +124,34 @@ struct PassInput {
   bool train = false;  ///< keep every block's activations and allocate backward buffers
 };
 
-/// One forward (and, when training, backward) pass of a Transformer over one batch. The
-/// residual stream h_ turns into its gradient during the backward.
+/// One forward (and, when training, backward) pass of a Transformer (or of one pipeline stage
+/// of it) over one batch. The residual stream h_ turns into its gradient during the backward.
 template <typename T>
 class Pass {
  public:
   Pass(const Transformer<T>& model, const PassInput<T>& in);
 
-  /// Embedding, blocks and the final norm.
-  void forward();
+  /// Embedding (or `input`, the previous stage's output), blocks and, on the head stage, the
+  /// final norm.
+  void forward(std::span<const T> input = {});
   /// The summed loss; with `grads` (training), also the gradient of the final norm's output,
   /// scaled by grad_scale, and the output layer's (or tied embedding's) gradient.
   double head(T grad_scale, std::span<T> grads, std::span<double> row_losses);
-  /// From the final norm down to the embedding; head() must have run with grads.
-  void backward(std::span<T> grads);
+  /// From the final norm (head() must have run with grads) or from `d_output` down to the
+  /// embedding or the stage's input.
+  void backward(std::span<T> grads, std::span<const T> d_output = {});
+  const StageRange& stage() const { return stage_; }
+  /// The residual stream: the stage's output after forward, its input gradient after backward.
+  std::span<const T> stream() const { return {h_.data(), static_cast<size_t>(h_.size())}; }
 
  private:
   const TensorSlot& slot(int64_t layer, BlockTensor t) const {
-    return layout_[static_cast<size_t>(1 + kPerBlock * layer + static_cast<int64_t>(t))];
+    return layout_[static_cast<size_t>(block_base_ + kPerBlock * (layer - stage_.first_layer) +
+                                       static_cast<int64_t>(t))];
+  }
+  const TensorSlot& final_norm() const {
+    return layout_[static_cast<size_t>(block_base_ +
+                                       kPerBlock * (stage_.end_layer - stage_.first_layer))];
   }
   void forward_block(int64_t layer, BlockActs<T>& a);
   void backward_mlp(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
@@ -150,6 +164,8 @@ class Pass {
 
   const ModelShape& shape_;
   const TensorParallel<T>& tp_;
+  const StageRange& stage_;
+  const int64_t block_base_;              // layout index of the stage's first block tensor
   const int64_t heads_, kv_heads_, ffn_;  // this rank's shard of the blocks
   const std::vector<TensorSlot>& layout_;
   const PassInput<T> in_;
@@ -170,6 +186,8 @@ template <typename T>
 Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
     : shape_(model.shape()),
       tp_(model.tensor_parallel()),
+      stage_(model.stage()),
+      block_base_(model.layout().front().name == "embed" ? 1 : 0),
       heads_(shape_.heads / tp_.size),
       kv_heads_(shape_.kv_heads / tp_.size),
       ffn_(shape_.ffn_hidden / tp_.size),
@@ -198,7 +216,7 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
   }
   for (int32_t t : in.tokens)
     PX_CHECK(t >= 0 && t < shape_.vocab, "token " << t << " outside [0, " << shape_.vocab << ")");
-  acts_.resize(in.train ? static_cast<size_t>(shape_.layers) : 1);
+  acts_.resize(in.train ? static_cast<size_t>(stage_.end_layer - stage_.first_layer) : 1);
   const auto rows = static_cast<size_t>(n_);
   for (BlockActs<T>& a : acts_) {
     if (in.train) {
@@ -227,13 +245,20 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
 }
 
 template <typename T>
-void Pass<T>::forward() {
-  const auto embed = mat(in_.params, layout_.front());
-  for (int64_t r = 0; r < n_; ++r) h_.row(r) = embed.row(inputs_[r]);
-  for (int64_t l = 0; l < shape_.layers; ++l) forward_block(l, acts_[in_.train ? l : 0]);
+void Pass<T>::forward(std::span<const T> input) {
+  if (stage_.embed) {
+    const auto embed = mat(in_.params, layout_.front());
+    for (int64_t r = 0; r < n_; ++r) h_.row(r) = embed.row(inputs_[r]);
+  } else {
+    PX_CHECK(static_cast<int64_t>(input.size()) == h_.size(),
+             "stage input has " << input.size() << " values, want " << h_.size());
+    h_ = Eigen::Map<const RowMatrix<T>>(input.data(), n_, shape_.hidden);
+  }
+  for (int64_t l = stage_.first_layer; l < stage_.end_layer; ++l)
+    forward_block(l, acts_[in_.train ? l - stage_.first_layer : 0]);
+  if (!stage_.head) return;
   if (in_.train) x_final_ = h_;
-  const TensorSlot& norm = layout_[static_cast<size_t>(1 + kPerBlock * shape_.layers)];
-  ops::rms_norm_forward<T>(h_, vec(in_.params, norm), eps_, xf_, rstd_final_);
+  ops::rms_norm_forward<T>(h_, vec(in_.params, final_norm()), eps_, xf_, rstd_final_);
 }
 
 // h += attention(rope(norm(h) wq), rope(norm(h) wk), norm(h) wv) wo;
@@ -309,15 +334,24 @@ double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_los
 }
 
 template <typename T>
-void Pass<T>::backward(std::span<T> grads) {
-  const TensorSlot& norm = layout_[static_cast<size_t>(1 + kPerBlock * shape_.layers)];
-  h_.setZero();  // from here on, h_ is d(loss)/d(residual stream)
-  ops::rms_norm_backward<T>(x_final_, vec(in_.params, norm), rstd_final_, d_xn_, h_,
-                            vec(grads, norm));
-  for (int64_t l = shape_.layers - 1; l >= 0; --l) {
-    backward_mlp(l, acts_[l], grads);
-    backward_attention(l, acts_[l], grads);
+void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
+  // From here on, h_ is d(loss)/d(residual stream).
+  if (stage_.head) {
+    h_.setZero();
+    const TensorSlot& norm = final_norm();
+    ops::rms_norm_backward<T>(x_final_, vec(in_.params, norm), rstd_final_, d_xn_, h_,
+                              vec(grads, norm));
+  } else {
+    PX_CHECK(static_cast<int64_t>(d_output.size()) == h_.size(),
+             "output gradient has " << d_output.size() << " values, want " << h_.size());
+    h_ = Eigen::Map<const RowMatrix<T>>(d_output.data(), n_, shape_.hidden);
   }
+  for (int64_t l = stage_.end_layer - 1; l >= stage_.first_layer; --l) {
+    const BlockActs<T>& a = acts_[static_cast<size_t>(l - stage_.first_layer)];
+    backward_mlp(l, a, grads);
+    backward_attention(l, a, grads);
+  }
+  if (!stage_.embed) return;
   auto g_embed = mat(grads, layout_.front());
   for (int64_t r = 0; r < n_; ++r) g_embed.row(inputs_[r]) += h_.row(r);
 }
@@ -367,13 +401,16 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
                             vec(grads, slot(layer, kAttnNorm)));
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::Pass;
+using detail::PassInput;
 
 // ---- Transformer ----------------------------------------------------------------------------
 
 template <typename T>
-Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp)
-    : shape_(shape), tp_(std::move(tp)) {
+Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, StageRange stage)
+    : shape_(shape), tp_(std::move(tp)), stage_(stage) {
   const ModelShape& s = shape;
   PX_CHECK(s.layers > 0 && s.hidden > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0 &&
                s.ffn_hidden > 0 && s.vocab > 0,
@@ -388,9 +425,18 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp)
       s.kv_heads % tps == 0 && s.ffn_hidden % tps == 0,
       "tp=" << tps << " must divide kv_heads=" << s.kv_heads << " and ffn_hidden=" << s.ffn_hidden);
   PX_CHECK(tps == 1 || tp_.all_reduce, "tensor parallelism needs an all-reduce");
+  if (stage_.end_layer < 0) stage_.end_layer = s.layers;
+  PX_CHECK(
+      0 <= stage_.first_layer && stage_.first_layer <= stage_.end_layer &&
+          stage_.end_layer <= s.layers,
+      "stage layers [" << stage_.first_layer << ", " << stage_.end_layer << ") of " << s.layers);
   // split: 0 replicated, 1 columns (column-parallel), 2 rows (row-parallel).
-  auto add = [this, tps](std::string name, int64_t rows, int64_t cols, int split = 0) {
-    TensorSlot t{std::move(name), num_params_, rows, cols, rows, cols, 0, 0, split == 0};
+  int64_t index = 0;  // in the whole model's layout
+  auto add = [this, tps, &index](std::string name, int64_t rows, int64_t cols, int split = 0,
+                                 bool here = true) {
+    const int64_t i = index++;
+    if (!here) return;
+    TensorSlot t{std::move(name), num_params_, rows, cols, i, rows, cols, 0, 0, split == 0};
     if (split == 1) {
       t.cols = cols / tps;
       t.col0 = t.cols * tp_.rank;
@@ -402,8 +448,9 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp)
     layout_.push_back(std::move(t));
   };
   const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
-  add("embed", s.vocab, s.hidden);
+  add("embed", s.vocab, s.hidden, 0, stage_.embed || (stage_.head && s.tied_embeddings));
   for (int64_t l = 0; l < s.layers; ++l) {
+    const bool here = l >= stage_.first_layer && l < stage_.end_layer;
     const std::string prefix = "layers." + std::to_string(l) + ".";
     const int64_t dims[kPerBlock][3] = {{1, s.hidden, 0},
                                         {s.hidden, q, 1},
@@ -415,10 +462,11 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp)
                                         {s.hidden, s.ffn_hidden, 1},
                                         {s.ffn_hidden, s.hidden, 2}};
     for (int64_t t = 0; t < kPerBlock; ++t)
-      add(prefix + kBlockTensorNames[t], dims[t][0], dims[t][1], static_cast<int>(dims[t][2]));
+      add(prefix + kBlockTensorNames[t], dims[t][0], dims[t][1], static_cast<int>(dims[t][2]),
+          here);
   }
-  add("final_norm", 1, s.hidden);
-  if (!s.tied_embeddings) add("output", s.hidden, s.vocab);
+  add("final_norm", 1, s.hidden, 0, stage_.head);
+  if (!s.tied_embeddings) add("output", s.hidden, s.vocab, 0, stage_.head);
 }
 
 template <typename T>
@@ -428,14 +476,16 @@ void Transformer<T>::init(std::span<T> params, uint64_t seed) const {
   constexpr double kStd = 0.02;
   // GPT-2's scaling: the two projections that write into the residual stream, once per block.
   const double residual_std = kStd / std::sqrt(2.0 * static_cast<double>(shape_.layers));
-  const size_t final_norm = static_cast<size_t>(1 + kPerBlock * shape_.layers);
-  for (size_t i = 0; i < layout_.size(); ++i) {
-    const std::span<T> out = vec(params, layout_[i]);
+  // Indices in the whole model's layout, which fix each tensor's stream.
+  const auto final_norm = static_cast<size_t>(1 + kPerBlock * shape_.layers);
+  for (const TensorSlot& t : layout_) {
+    const auto i = static_cast<size_t>(t.index);
+    const std::span<T> out = vec(params, t);
     bool norm = i == final_norm, residual = false;
     if (i >= 1 && i < final_norm) {
-      const auto t = static_cast<BlockTensor>((i - 1) % kPerBlock);
-      norm = t == BlockTensor::kAttnNorm || t == BlockTensor::kMlpNorm;
-      residual = t == BlockTensor::kWo || t == BlockTensor::kWDown;
+      const auto kind = static_cast<BlockTensor>((i - 1) % kPerBlock);
+      norm = kind == BlockTensor::kAttnNorm || kind == BlockTensor::kMlpNorm;
+      residual = kind == BlockTensor::kWo || kind == BlockTensor::kWDown;
     }
     if (norm) {
       std::fill(out.begin(), out.end(), T(1));
@@ -445,7 +495,6 @@ void Transformer<T>::init(std::span<T> params, uint64_t seed) const {
     // One stream per tensor: a tensor's values depend on the seed and its place only. A shard
     // draws the whole tensor's stream and keeps its block.
     NormalSampler normal(splitmix64(seed ^ splitmix64(i + 1)));
-    const TensorSlot& t = layout_[i];
     for (int64_t r = 0; r < t.full_rows; ++r) {
       for (int64_t c = 0; c < t.full_cols; ++c) {
         const double x = sd * normal();
@@ -480,6 +529,40 @@ T Transformer<T>::loss_and_grad(std::span<const T> params, std::span<const int32
 
 template class Transformer<float>;
 template class Transformer<double>;
+
+// ---- StagePass ------------------------------------------------------------------------------
+
+template <typename T>
+StagePass<T>::StagePass(const Transformer<T>& model, std::span<const T> params,
+                        std::span<const int32_t> tokens, int64_t batch, int64_t seq)
+    : pass_(std::make_unique<Pass<T>>(model, PassInput<T>{params, tokens, batch, seq, true})) {}
+
+template <typename T>
+StagePass<T>::~StagePass() = default;
+
+template <typename T>
+double StagePass<T>::forward(std::span<const T> input, T grad_scale, std::span<T> grads) {
+  pass_->forward(input);
+  return pass_->stage().head ? pass_->head(grad_scale, grads, {}) : 0.0;
+}
+
+template <typename T>
+std::span<const T> StagePass<T>::output() const {
+  return pass_->stream();
+}
+
+template <typename T>
+void StagePass<T>::backward(std::span<const T> d_output, std::span<T> grads) {
+  pass_->backward(grads, d_output);
+}
+
+template <typename T>
+std::span<const T> StagePass<T>::input_grad() const {
+  return pass_->stream();
+}
+
+template class StagePass<float>;
+template class StagePass<double>;
 
 namespace ops {
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ Result<ModelShape> executable_shape(const ModelSpec& m);
 struct TensorSlot {
   std::string name;  ///< "embed", "layers.3.wq", "final_norm", "output"
   int64_t offset = 0, rows = 0, cols = 0;
+  int64_t index = 0;  ///< place in the whole model's layout (its initialisation stream)
   int64_t full_rows = 0, full_cols = 0, row0 = 0, col0 = 0;
   /// Every tensor-parallel rank holds the whole tensor (embedding, norms, output layer).
   bool replicated = true;
@@ -56,15 +58,31 @@ struct TensorParallel {
   std::function<void(std::span<T>)> all_reduce;
 };
 
+/// The part of the model a pipeline stage holds: blocks [first_layer, end_layer) (end_layer -1:
+/// through the last), the token embedding (`embed`, the first stage) and the final norm, output
+/// layer and loss (`head`, the last stage). A head stage of a tied model holds its own copy of
+/// the embedding as the output layer; the trainer sums the two copies' gradients.
+struct StageRange {
+  int64_t first_layer = 0, end_layer = -1;
+  bool embed = true, head = true;
+};
+
+namespace detail {
+template <typename T>
+class Pass;
+}
+
 template <typename T>
 class Transformer {
  public:
   /// The whole model (tp.size == 1), or rank tp.rank's shard of it; tp.size must divide
   /// kv_heads (hence heads) and ffn_hidden, and all_reduce must be set when tp.size > 1.
-  explicit Transformer(const ModelShape& shape, TensorParallel<T> tp = {});
+  explicit Transformer(const ModelShape& shape, TensorParallel<T> tp = {}, StageRange stage = {});
 
   const ModelShape& shape() const { return shape_; }
   const TensorParallel<T>& tensor_parallel() const { return tp_; }
+  /// The stage this model is (end_layer resolved).
+  const StageRange& stage() const { return stage_; }
   /// Every tensor in buffer order; the last one ends at num_params(). The order, and nothing else:
   ///   embed [vocab x hidden];
   ///   per layer i, prefixed "layers.i.": attn_norm [1 x hidden], wq [hidden x heads*head_dim],
@@ -100,11 +118,44 @@ class Transformer {
  private:
   ModelShape shape_;
   TensorParallel<T> tp_;
+  StageRange stage_;
   std::vector<TensorSlot> layout_;
   int64_t num_params_ = 0;
 };
 
+/// One microbatch in flight through one pipeline stage: its forward, then (training) its
+/// backward, holding the stage's activations in between.
+template <typename T>
+class StagePass {
+ public:
+  /// `tokens`: batch rows of seq + 1 ids (the embedding stage reads the inputs, the head stage
+  /// the targets). Keeps references to `model`, `params` and `tokens`.
+  StagePass(const Transformer<T>& model, std::span<const T> params, std::span<const int32_t> tokens,
+            int64_t batch, int64_t seq);
+  ~StagePass();
+  StagePass(const StagePass&) = delete;
+  StagePass& operator=(const StagePass&) = delete;
+
+  /// The stage's forward from `input` (the previous stage's output(), batch * seq * hidden
+  /// values; empty on the embedding stage). On the head stage it also computes the summed loss,
+  /// which it returns (0 elsewhere), and starts the backward: grads += grad_scale * the output
+  /// layer's gradient.
+  double forward(std::span<const T> input, T grad_scale, std::span<T> grads);
+  /// The residual stream leaving the stage (not on the head stage).
+  std::span<const T> output() const;
+  /// grads += grad_scale * d(loss)/d(stage parameters), given d(loss)/d(output()) (empty on the
+  /// head stage, whose forward seeded it).
+  void backward(std::span<const T> d_output, std::span<T> grads);
+  /// d(loss)/d(input) after backward (not on the embedding stage).
+  std::span<const T> input_grad() const;
+
+ private:
+  std::unique_ptr<detail::Pass<T>> pass_;
+};
+
 extern template class Transformer<float>;
 extern template class Transformer<double>;
+extern template class StagePass<float>;
+extern template class StagePass<double>;
 
 }  // namespace parallax::exec

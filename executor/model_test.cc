@@ -389,3 +389,54 @@ TEST(TensorParallel, ShardsSplitHeadsAndMlp) {
 
 }  // namespace
 }  // namespace parallax::exec
+
+namespace parallax::exec {
+namespace {
+
+// Two pipeline stages, run one after the other with the activation and its gradient handed
+// over, give the whole model's loss and gradients; a tied embedding's two copies add up to the
+// whole model's embedding gradient.
+TEST(PipelineStages, ChainReproducesTheWholeModel) {
+  for (bool tied : {false, true}) {
+    const ModelShape shape = small_shape(tied);
+    const Transformer<double> whole(shape);
+    const std::vector<double> p = rich_params(whole, 31);
+    std::vector<double> g(p.size(), 0.0);
+    const int64_t batch = 2, seq = 7;
+    const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 32);
+    const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.25, g);
+
+    const Transformer<double> s0(shape, {}, StageRange{0, 1, true, false}),
+        s1(shape, {}, StageRange{1, 2, false, true});
+    // Each stage's parameters and expected gradients, found by name in the whole layout.
+    auto pick = [&](const Transformer<double>& s, const std::vector<double>& from) {
+      std::vector<double> out(static_cast<size_t>(s.num_params()));
+      for (const TensorSlot& t : s.layout()) {
+        const TensorSlot& w = whole.layout()[static_cast<size_t>(t.index)];
+        EXPECT_EQ(w.name, t.name);
+        std::copy_n(from.begin() + w.offset, t.size(), out.begin() + t.offset);
+      }
+      return out;
+    };
+    const std::vector<double> p0 = pick(s0, p), p1 = pick(s1, p);
+    std::vector<double> g0(p0.size(), 0.0), g1(p1.size(), 0.0);
+    StagePass<double> a(s0, p0, tokens, batch, seq), b(s1, p1, tokens, batch, seq);
+    EXPECT_EQ(a.forward({}, 0.25, g0), 0.0);
+    const std::vector<double> act(a.output().begin(), a.output().end());
+    EXPECT_NEAR(b.forward(act, 0.25, g1), loss, 1e-12 * loss);
+    b.backward({}, g1);
+    const std::vector<double> d_act(b.input_grad().begin(), b.input_grad().end());
+    a.backward(d_act, g0);
+    if (tied) {  // the head stage's copy of the embedding holds the output layer's part
+      ASSERT_EQ(s1.layout().front().name, "embed");
+      for (int64_t i = 0; i < s1.layout().front().size(); ++i) g0[i] += g1[i];
+      std::copy_n(g0.begin(), s1.layout().front().size(), g1.begin());
+    }
+    const std::vector<double> want0 = pick(s0, g), want1 = pick(s1, g);
+    for (size_t i = 0; i < g0.size(); ++i) ASSERT_NEAR(g0[i], want0[i], 1e-12) << "stage 0, " << i;
+    for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], want1[i], 1e-12) << "stage 1, " << i;
+  }
+}
+
+}  // namespace
+}  // namespace parallax::exec

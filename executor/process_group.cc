@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <list>
 #include <string>
+#include <vector>
 
 #ifdef PARALLAX_HAVE_MPI
 #include <mpi.h>
@@ -30,6 +32,17 @@ class LocalGroup final : public ProcessGroup {
   void barrier() override {}
   Result<std::unique_ptr<ProcessGroup>> split(int, int) override {
     return std::unique_ptr<ProcessGroup>(std::make_unique<LocalGroup>());
+  }
+  // One rank has no peer: a pipeline of one stage never sends.
+  Diagnostics send(std::span<const float>, int dest, int) override { return no_peer(dest); }
+  Diagnostics recv(std::span<float>, int src, int) override { return no_peer(src); }
+  Diagnostics wait_sends() override { return {}; }
+
+ private:
+  static Diagnostics no_peer(int r) {
+    return {Diagnostic{
+        "rank 0",
+        "point-to-point message with rank " + std::to_string(r) + " in a group of one rank", ""}};
   }
 };
 
@@ -90,6 +103,33 @@ class MpiGroup final : public ProcessGroup {
     return out;
   }
   void barrier() override { MPI_Barrier(comm_); }
+  Diagnostics send(std::span<const float> data, int dest, int tag) override {
+    if (Diagnostics d = reap(false); !d.empty()) return d;
+    PX_CHECK(data.size() <= static_cast<size_t>(INT_MAX), "message over INT_MAX elements");
+    pending_.push_back({std::vector<float>(data.begin(), data.end()), MPI_REQUEST_NULL});
+    Pending& p = pending_.back();
+    return check(MPI_Isend(p.data.data(), static_cast<int>(p.data.size()), MPI_FLOAT, dest, tag,
+                           comm_, &p.request),
+                 "MPI_Isend");
+  }
+  Diagnostics recv(std::span<float> data, int src, int tag) override {
+    PX_CHECK(data.size() <= static_cast<size_t>(INT_MAX), "message over INT_MAX elements");
+    MPI_Status status;
+    if (Diagnostics d = check(MPI_Recv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, src,
+                                       tag, comm_, &status),
+                              "MPI_Recv");
+        !d.empty())
+      return d;
+    int count = 0;
+    MPI_Get_count(&status, MPI_FLOAT, &count);
+    if (static_cast<size_t>(count) != data.size())
+      return {Diagnostic{"rank " + std::to_string(rank_),
+                         "received " + std::to_string(count) + " values from rank " +
+                             std::to_string(src) + ", expected " + std::to_string(data.size()),
+                         ""}};
+    return reap(false);
+  }
+  Diagnostics wait_sends() override { return reap(true); }
   Result<std::unique_ptr<ProcessGroup>> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     if (Diagnostics d = check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
@@ -119,8 +159,28 @@ class MpiGroup final : public ProcessGroup {
     return {Diagnostic{"rank " + std::to_string(rank_),
                        std::string(call) + " failed: " + mpi_error(rc), ""}};
   }
+  /// Frees the copies of delivered sends (all of them, waiting, when `all`).
+  Diagnostics reap(bool all) {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      int done = 0;
+      const int rc = all ? MPI_Wait(&it->request, MPI_STATUS_IGNORE)
+                         : MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+      if (Diagnostics d = check(rc, all ? "MPI_Wait" : "MPI_Test"); !d.empty()) return d;
+      if (all || done) {
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return {};
+  }
+  struct Pending {
+    std::vector<float> data;
+    MPI_Request request;
+  };
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  std::list<Pending> pending_;  // a list: requests must not move while in flight
 };
 #endif
 

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/result.h"
 
@@ -25,6 +26,13 @@ class ProcessGroup {
   /// The largest `v` over the ranks.
   virtual double max(double v) = 0;
   virtual void barrier() = 0;
+  /// Sends a copy of `data` to rank `dest` of this group and returns without waiting for it to
+  /// be received (the pipeline's activations and gradients).
+  virtual Diagnostics send(std::span<const float> data, int dest, int tag) = 0;
+  /// Receives exactly data.size() values sent by rank `src` with `tag`; waits for them.
+  virtual Diagnostics recv(std::span<float> data, int src, int tag) = 0;
+  /// Waits until every send() so far has been delivered.
+  virtual Diagnostics wait_sends() = 0;
   /// The sub-group of the ranks that pass the same `color` (every rank calls it alike), ranked
   /// by `key`: the tensor- or data-parallel group of a layout.
   virtual Result<std::unique_ptr<ProcessGroup>> split(int color, int key) = 0;

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <utility>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -11,6 +14,7 @@
 
 #include "core/rank_map.h"
 #include "core/units.h"
+#include "simulator/schedules/pipeline_schedule.h"
 
 namespace parallax::exec {
 namespace {
@@ -18,14 +22,25 @@ namespace {
 Diagnostics check_options(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
                           int world) {
   Diagnostics d;
-  if (o.tp < 1 || world % o.tp != 0) {
-    d.push_back(
-        {"--tp",
-         "tp=" + std::to_string(o.tp) + " must divide the " + std::to_string(world) + " ranks",
-         "ranks = tp * dp"});
+  if (o.tp < 1 || o.pp < 1 || o.vpp < 1 || world % (o.tp * o.pp) != 0) {
+    d.push_back({"--tp",
+                 "tp=" + std::to_string(o.tp) + " times pp=" + std::to_string(o.pp) +
+                     " must divide the " + std::to_string(world) + " ranks",
+                 "ranks = tp * dp * pp"});
     return d;
   }
-  const int dp = world / o.tp;
+  const int dp = world / (o.tp * o.pp);
+  const int64_t stages = static_cast<int64_t>(o.pp) * o.vpp;
+  if (shape.layers % stages != 0)
+    d.push_back({o.vpp > 1 ? "--vpp" : "--pp",
+                 std::to_string(shape.layers) + " layers do not split evenly into pp * vpp = " +
+                     std::to_string(stages) + " stages",
+                 "a pp (and vpp) whose product divides the layers"});
+  if (o.schedule == ScheduleKind::kZeroBubbleH1)
+    d.push_back(
+        {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
+  if (o.vpp > 1 && o.pp == 1)
+    d.push_back({"--vpp", "interleaving needs a pipeline (pp > 1)", "--vpp 1"});
   if (shape.kv_heads % o.tp != 0 || shape.ffn_hidden % o.tp != 0)
     d.push_back({"--tp",
                  "tp=" + std::to_string(o.tp) +
@@ -87,23 +102,46 @@ double peak_resident_gib() {
   return 0;
 }
 
+namespace {
+
+/// Message tags of the pipeline: activations (0) and gradients (1) of a microbatch entering
+/// virtual stage `vs`. Messages between two ranks with one tag arrive in the order sent, and
+/// each stage sends its microbatches in order, so the tag need not be unique per microbatch.
+int pipeline_tag(int64_t mb, int vs, int stages, int dir) {
+  return static_cast<int>(((mb % 64) * stages + vs) * 2 + dir);
+}
+
+}  // namespace
+
 Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
                           ProcessGroup& group,
                           const std::function<void(const StepRecord&)>& on_step) {
   if (Diagnostics d = check_options(shape, data, o, group.size()); !d.empty()) return d;
-  // Coordinates and groups from the one rank map (tp fastest, then dp).
+  // Coordinates and groups from the one rank map (tp fastest, then dp, then pp).
   ParallelPlan layout;
   layout.tp = o.tp;
-  layout.dp = group.size() / o.tp;
+  layout.pp = o.pp;
+  layout.vpp = o.vpp;
+  layout.dp = group.size() / (o.tp * o.pp);
   const RankMap ranks(layout, o.tp);
   const RankCoords me = ranks.coords(group.rank());
-  const int dp = layout.dp, rank = me.dp;
-  auto tp_split = group.split(/*color=*/me.dp, /*key=*/me.tp);
+  const int dp = layout.dp, pp = o.pp, vpp = o.vpp, stages = pp * vpp;
+  auto split = [&](int color, int key) { return group.split(color, key); };
+  auto tp_split = split(me.pp * dp + me.dp, me.tp);
   if (!tp_split) return tp_split.errors();
-  auto dp_split = group.split(/*color=*/me.tp, /*key=*/me.dp);
+  auto dp_split = split(me.pp * o.tp + me.tp, me.dp);
   if (!dp_split) return dp_split.errors();
+  auto pp_split = split(me.dp * o.tp + me.tp, me.pp);
+  if (!pp_split) return pp_split.errors();
   ProcessGroup& tp_group = **tp_split;
   ProcessGroup& dp_group = **dp_split;
+  ProcessGroup& pp_group = **pp_split;
+
+  const int64_t per_rank = o.global_batch / dp;
+  const int64_t micro = per_rank / o.micro_batch;
+  auto schedule = build_pipeline_schedule(o.schedule, pp, vpp, static_cast<int>(micro));
+  if (!schedule) return schedule.errors();
+  const std::vector<PipelineOp>& ops = schedule.value()[static_cast<size_t>(me.pp)];
 #if defined(__GLIBC__)
   // Each step allocates the same activation buffers again; keep freed memory in the heap instead
   // of returning it to the kernel, so that steps do not pay page faults for fresh zeroed pages
@@ -116,28 +154,63 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                              if (!comm_errors.empty()) return;
                              comm_errors = tp_group.all_reduce_sum(x);
                            }};
-  const Transformer<float> model(shape, tp);
-  const int64_t n = model.num_params();
+  // This rank's model chunks: chunk c is virtual stage c * pp + me.pp (Megatron's interleaving),
+  // its parameters at offsets[c] of one flat buffer.
+  const int64_t per_stage = shape.layers / stages;
+  std::vector<Transformer<float>> chunks;
+  std::vector<int64_t> offsets;
+  int64_t n = 0;
+  for (int c = 0; c < vpp; ++c) {
+    const int vs = virtual_stage(me.pp, c, pp);
+    chunks.emplace_back(
+        shape, tp, StageRange{vs * per_stage, (vs + 1) * per_stage, vs == 0, vs == stages - 1});
+    offsets.push_back(n);
+    n += chunks.back().num_params();
+  }
   // The flat buffers are padded to a multiple of dp so that every rank owns an equal slice.
   const int64_t slice = o.shard_optimizer ? (n + dp - 1) / dp : n;
   const int64_t padded = o.shard_optimizer ? slice * dp : n;
-  const int64_t first = o.shard_optimizer ? rank * slice : 0;
+  const int64_t first = o.shard_optimizer ? me.dp * slice : 0;
   const int64_t owned = std::clamp<int64_t>(n - first, 0, slice);  // real parameters in the slice
   std::vector<float> params(static_cast<size_t>(padded), 0.0f),
       grads(static_cast<size_t>(padded), 0.0f);
   std::vector<float> grad_slice(o.shard_optimizer ? static_cast<size_t>(slice) : 0);
-  model.init(std::span<float>(params).first(static_cast<size_t>(n)), o.seed);  // same everywhere
-  const std::vector<uint8_t> mask = decay_mask(model);
-  const std::vector<uint8_t> replicated = replicated_mask(model);
+  // Per parameter: weight decay, and how it counts in the gradient norm (0: this rank's own,
+  // 1: replicated over tp, counted by tp rank 0; 2: the head stage's copy of a tied embedding,
+  // not counted).
+  std::vector<uint8_t> mask, norm_class;
+  auto chunk_span = [&](std::vector<float>& buf, int c) {
+    return std::span<float>(buf).subspan(static_cast<size_t>(offsets[c]),
+                                         static_cast<size_t>(chunks[c].num_params()));
+  };
+  const TensorSlot* tied_copy = nullptr;  // the head stage's embedding, when it is a copy
+  int tied_chunk = -1;
+  for (int c = 0; c < vpp; ++c) {
+    const Transformer<float>& m = chunks[c];
+    m.init(chunk_span(params, c), o.seed);  // every copy and shard of a tensor alike
+    const std::vector<uint8_t> d = decay_mask(m), r = replicated_mask(m);
+    mask.insert(mask.end(), d.begin(), d.end());
+    const size_t base = norm_class.size();
+    norm_class.insert(norm_class.end(), r.begin(), r.end());
+    if (m.stage().head && !m.stage().embed && shape.tied_embeddings) {
+      tied_copy = &m.layout().front();
+      tied_chunk = c;
+      std::fill_n(norm_class.begin() + static_cast<std::ptrdiff_t>(base + tied_copy->offset),
+                  tied_copy->size(), uint8_t{2});
+    }
+  }
+  const TensorSlot* tied_first =
+      shape.tied_embeddings && stages > 1 && me.pp == 0 ? &chunks[0].layout().front() : nullptr;
   AdamW adam(o.adam, std::vector<uint8_t>(mask.begin() + first, mask.begin() + first + owned));
 
-  const int64_t per_rank = o.global_batch / dp;
-  const int64_t micro = per_rank / o.micro_batch;
   const int64_t len = o.seq + 1;
   const double step_tokens = static_cast<double>(o.global_batch) * o.seq;
-  std::vector<int32_t> tokens(static_cast<size_t>(o.micro_batch * len));
-  const auto model_params = std::span<float>(params).first(static_cast<size_t>(n));
-  const auto model_grads = std::span<float>(grads).first(static_cast<size_t>(n));
+  const int64_t activation = o.micro_batch * o.seq * shape.hidden;
+  struct InFlight {
+    std::vector<int32_t> tokens;
+    std::unique_ptr<StagePass<float>> pass;
+  };
+  std::vector<float> buffer(static_cast<size_t>(activation));
 
   TrainResult result;
   result.params = n;
@@ -146,18 +219,79 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     const auto t0 = std::chrono::steady_clock::now();
     std::fill(grads.begin(), grads.end(), 0.0f);
     double loss_sum = 0;
-    for (int64_t mb = 0; mb < micro; ++mb) {
-      // Sequence ids of this microbatch: the run's global order, split by rank.
-      const int64_t seq0 = (step - 1) * o.global_batch + rank * per_rank + mb * o.micro_batch;
-      for (int64_t b = 0; b < o.micro_batch; ++b)
-        data.sequence(seq0 + b, std::span<int32_t>(tokens).subspan(b * len, len));
-      loss_sum += model.loss_and_grad(model_params, tokens, o.micro_batch, o.seq,
-                                      static_cast<float>(1.0 / step_tokens), model_grads);
-      if (!comm_errors.empty()) return comm_errors;
+    std::map<std::pair<int, int>, InFlight> flight;  // (microbatch, chunk)
+    for (const PipelineOp& op : ops) {
+      const int c = op.chunk, vs = virtual_stage(me.pp, c, pp);
+      const std::span<float> cp = chunk_span(params, c), cg = chunk_span(grads, c);
+      const int prev = (vs - 1) % pp, next = (vs + 1) % pp;
+      if (op.kind == PassKind::kForward) {
+        InFlight& f = flight[{op.microbatch, c}];
+        // Sequence ids of this microbatch: the run's global order, split by replica.
+        f.tokens.resize(static_cast<size_t>(o.micro_batch * len));
+        const int64_t seq0 =
+            (step - 1) * o.global_batch + me.dp * per_rank + op.microbatch * o.micro_batch;
+        for (int64_t b = 0; b < o.micro_batch; ++b)
+          data.sequence(seq0 + b, std::span<int32_t>(f.tokens).subspan(b * len, len));
+        f.pass = std::make_unique<StagePass<float>>(chunks[c], cp, f.tokens, o.micro_batch, o.seq);
+        std::span<const float> input;
+        if (vs > 0) {
+          if (Diagnostics d =
+                  pp_group.recv(buffer, prev, pipeline_tag(op.microbatch, vs, stages, 0));
+              !d.empty())
+            return d;
+          input = buffer;
+        }
+        const double l = f.pass->forward(input, static_cast<float>(1.0 / step_tokens), cg);
+        if (!comm_errors.empty()) return comm_errors;
+        if (vs == stages - 1) {
+          loss_sum += l;
+        } else if (Diagnostics d = pp_group.send(f.pass->output(), next,
+                                                 pipeline_tag(op.microbatch, vs + 1, stages, 0));
+                   !d.empty()) {
+          return d;
+        }
+      } else {
+        auto it = flight.find({op.microbatch, c});
+        PX_CHECK(it != flight.end(),
+                 "backward of microbatch " << op.microbatch << " before its forward");
+        std::span<const float> d_output;
+        if (vs < stages - 1) {
+          if (Diagnostics d =
+                  pp_group.recv(buffer, next, pipeline_tag(op.microbatch, vs, stages, 1));
+              !d.empty())
+            return d;
+          d_output = buffer;
+        }
+        it->second.pass->backward(d_output, cg);
+        if (!comm_errors.empty()) return comm_errors;
+        if (vs > 0) {
+          if (Diagnostics d = pp_group.send(it->second.pass->input_grad(), prev,
+                                            pipeline_tag(op.microbatch, vs - 1, stages, 1));
+              !d.empty())
+            return d;
+        }
+        flight.erase(it);
+      }
     }
-    // Every tensor-parallel rank computed the replica's loss; sum over the replicas.
-    double loss = loss_sum;
-    if (Diagnostics d = dp_group.all_reduce_sum(std::span<double>(&loss, 1)); !d.empty()) return d;
+    if (Diagnostics d = pp_group.wait_sends(); !d.empty()) return d;
+    // A tied embedding's two copies (first and last stage) add their gradients, in one order on
+    // both, so the copies stay bitwise equal.
+    if (tied_first || tied_copy) {
+      const TensorSlot& t = tied_first ? *tied_first : *tied_copy;
+      const std::span<float> mine =
+          chunk_span(grads, tied_first ? 0 : tied_chunk)
+              .subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.size()));
+      std::vector<float> other(mine.size());
+      const int peer = tied_first ? pp - 1 : 0;
+      if (Diagnostics d = pp_group.send(mine, peer, 2 * stages * 64 + 1); !d.empty()) return d;
+      if (Diagnostics d = pp_group.recv(other, peer, 2 * stages * 64 + 1); !d.empty()) return d;
+      if (Diagnostics d = pp_group.wait_sends(); !d.empty()) return d;
+      for (size_t i = 0; i < mine.size(); ++i)
+        mine[i] = tied_first ? mine[i] + other[i] : other[i] + mine[i];
+    }
+    // The loss: the head stage's tp rank 0 of every replica.
+    double loss = me.tp == 0 ? loss_sum : 0.0;
+    if (Diagnostics d = group.all_reduce_sum(std::span<double>(&loss, 1)); !d.empty()) return d;
     // The gradient of this rank's slice, summed over the data-parallel replicas.
     std::span<float> g = grads;
     if (o.shard_optimizer) {
@@ -166,16 +300,16 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     } else if (Diagnostics d = dp_group.all_reduce_sum(std::span<float>(grads)); !d.empty()) {
       return d;
     }
-    // Squared norm of the whole gradient: the shards' parts summed over tp, replicated tensors
-    // (identical on every tp rank) once.
-    double sq[2] = {0, 0};  // sharded, replicated
-    for (int64_t i = 0; i < owned; ++i)
-      sq[replicated[static_cast<size_t>(first + i)]] += static_cast<double>(g[i]) * g[i];
-    if (o.shard_optimizer) {
-      if (Diagnostics d = dp_group.all_reduce_sum(std::span<double>(sq, 2)); !d.empty()) return d;
+    // Squared norm of the whole gradient: each element once over the job.
+    double sq = 0;
+    if (o.shard_optimizer || me.dp == 0) {
+      for (int64_t i = 0; i < owned; ++i) {
+        const uint8_t k = norm_class[static_cast<size_t>(first + i)];
+        if (k == 0 || (k == 1 && me.tp == 0)) sq += static_cast<double>(g[i]) * g[i];
+      }
     }
-    if (Diagnostics d = tp_group.all_reduce_sum(std::span<double>(sq, 1)); !d.empty()) return d;
-    const double norm = std::sqrt(sq[0] + sq[1]);
+    if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
+    const double norm = std::sqrt(sq);
     adam.step(std::span<float>(params).subspan(first, owned), g.first(owned), norm, step);
     if (o.shard_optimizer) {
       // Every replica's updated slice back into every replica's full copy of the shard.

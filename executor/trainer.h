@@ -1,6 +1,8 @@
 #pragma once
-/// The training loop: AdamW over a ProcessGroup of tp x dp ranks, laid out as core's RankMap
-/// lays them (tp fastest). The tp ranks of a data-parallel replica each hold a tensor-parallel
+/// The training loop: AdamW over a ProcessGroup of tp x dp x pp ranks, laid out as core's RankMap
+/// lays them (tp fastest, pp slowest). Pipeline ranks run their model chunks in the order of the
+/// simulator's schedule generator (1F1B or interleaved), sending activations and gradients
+/// between stages. The tp ranks of a data-parallel replica each hold a tensor-parallel
 /// shard of the model (Megatron's column/row-parallel blocks) and see the same data; replica d
 /// runs its gbs/dp sequences of each step in microbatches; gradients and losses are summed over
 /// the replicas, and every rank applies the same update to its shard (or, with a sharded
@@ -11,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/parallel_plan.h"
 #include "core/result.h"
 #include "executor/data.h"
 #include "executor/model.h"
@@ -25,7 +28,10 @@ struct TrainOptions {
   int64_t micro_batch = 1;   ///< sequences per microbatch on one rank
   int64_t global_batch = 0;  ///< sequences per step over all ranks
   uint64_t seed = 1234;      ///< initialisation (data has its own seed in its TokenSource)
-  int tp = 1;                ///< tensor-parallel degree; dp = group size / tp
+  int tp = 1;                ///< tensor-parallel degree
+  int pp = 1;                ///< pipeline stages; dp = group size / (tp * pp)
+  int vpp = 1;               ///< model chunks per pipeline rank (interleaved schedule)
+  ScheduleKind schedule = ScheduleKind::k1F1B;  ///< 1F1B or interleaved 1F1B
   /// ZeRO-1 (distributed optimizer): each rank keeps 1/dp of the AdamW state and updates that
   /// slice of the parameters; gradients are reduce-scattered and parameters all-gathered
   /// instead of one all-reduce.

@@ -117,43 +117,64 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
   }
 }
 
-// Tensor parallelism (Megatron's column/row-parallel blocks, one all-reduce per block each way)
-// and its product with data parallelism follow the single-rank curve to fp32 round-off.
-TEST(ExecuteCli, TensorParallelOverMpiGivesTheSingleRankLosses) {
+// Runs `args` on `ranks` MPI ranks and expects the losses `want`, to fp32 round-off.
+void ExpectLosses(const std::vector<double>& want, int ranks, const std::string& args) {
+  const CliRun r = MpiParallax(ranks, args, Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << MpiParallax(ranks, args, Streams::kBoth);
+  const std::vector<double> got = losses_of(r.out);
+  ASSERT_EQ(got.size(), want.size()) << r;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << args << ", step " << i + 1;
+}
+
+// Tensor parallelism (Megatron's column/row-parallel blocks, one all-reduce per block each way),
+// pipeline parallelism (the simulator's 1F1B and interleaved schedules, run for real) and their
+// products with each other and with data parallelism follow the single-rank curve.
+TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
   ScratchDir dir;
   const std::string args = "execute --model " + Quote(tiny_model(dir)) +
                            " --gbs 4 --seq 32 --steps 20 --lr 3e-3 --format json";
+  const CliRun probe = mpirun2(args + " --steps 1", Streams::kBoth);
+  if (probe.exit_code != 0 && Has(probe, "this build has no MPI"))
+    GTEST_SKIP() << "built without MPI";
   const CliRun one = Parallax(args, Streams::kStdoutOnly);
   ASSERT_EQ(one.exit_code, 0) << one;
   const std::vector<double> a = losses_of(one.out);
   ASSERT_EQ(a.size(), 20u);
-  const CliRun tp2 = mpirun2(args + " --gpus 2 --tp 2");
-  if (tp2.exit_code != 0 && Has(mpirun2(args, Streams::kBoth), "this build has no MPI"))
-    GTEST_SKIP() << "built without MPI";
-  ASSERT_EQ(tp2.exit_code, 0) << mpirun2(args + " --gpus 2 --tp 2", Streams::kBoth);
-  const std::vector<double> b = losses_of(tp2.out);
-  ASSERT_EQ(b.size(), 20u) << tp2;
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
-  // dp2 x tp2 on four ranks, with the distributed optimizer over the data-parallel pairs.
-  const CliRun four = MpiParallax(4, args + " --gpus 4 --tp 2 --zero 1", Streams::kStdoutOnly);
-  ASSERT_EQ(four.exit_code, 0) << MpiParallax(4, args + " --gpus 4 --tp 2 --zero 1",
-                                              Streams::kBoth);
-  const std::vector<double> c = losses_of(four.out);
-  ASSERT_EQ(c.size(), 20u) << four;
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(c[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
+  ExpectLosses(a, 2, args + " --gpus 2 --tp 2");
+  ExpectLosses(a, 4, args + " --gpus 4 --tp 2 --zero 1");  // dp2 x tp2, distributed optimizer
+  ExpectLosses(a, 2, args + " --gpus 2 --pp 2");
+  ExpectLosses(a, 4, args + " --gpus 4 --tp 2 --pp 2");
+
+  // A tied embedding split between the first and the last stage, interleaved.
+  std::ofstream(dir.file("tied.json"))
+      << R"({"name": "tied", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2,
+             "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256,
+             "tied_embeddings": true})";
+  const std::string tied = "execute --model " + Quote(dir.file("tied.json")) +
+                           " --gbs 4 --seq 32 --steps 5 --format json";
+  const CliRun t1 = Parallax(tied, Streams::kStdoutOnly);
+  ASSERT_EQ(t1.exit_code, 0) << t1;
+  ExpectLosses(losses_of(t1.out), 2, tied + " --gpus 2 --pp 2 --vpp 2 --schedule interleaved");
 }
 
 TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   ScratchDir dir;
   const std::string model = " --model " + Quote(tiny_model(dir));
-  CliRun r = Parallax("execute" + model + " --gpus 2 --pp 2 --gbs 4 --seq 32");
+  CliRun r = Parallax("execute" + model + " --gpus 2 --cp 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "--pp: pp=2 is not executed yet")) << r;
+  EXPECT_TRUE(Has(r, "--cp: cp=2 is not executed yet")) << r;
   // Tensor parallelism splits whole KV heads (tiny has 2).
   r = Parallax("execute" + model + " --gpus 4 --tp 4 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--tp: tp=4 must divide kv_heads=2")) << r;
+  r = Parallax("execute" + model + " --gpus 4 --pp 4 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--pp: 2 layers do not split evenly into pp * vpp = 4 stages")) << r;
+  r = Parallax("execute" + model + " --gpus 2 --pp 2 --schedule zb-h1 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "zero-bubble schedule is not executed yet")) << r;
   r = Parallax("execute" + model + " --zero 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "ZeRO-2/3, FSDP) is not executed yet")) << r;
