@@ -27,15 +27,14 @@ struct Opts {
   bool compare = false;
 };
 
-/// What this version of the executor runs: data, tensor and pipeline parallelism.
+/// What this version of the executor runs: data, tensor, pipeline and context parallelism.
 Diagnostics unsupported(const ParallelPlan& p) {
   Diagnostics d;
   auto not_yet = [&](const char* flag, int64_t v) {
     if (v > 1)
       d.push_back({flag, std::string(flag + 2) + "=" + std::to_string(v) + " is not executed yet",
-                   "the executor runs data, tensor and pipeline parallelism (dp, tp, pp) so far"});
+                   "the executor runs data, tensor, pipeline and context parallelism so far"});
   };
-  not_yet("--cp", p.cp);
   not_yet("--ep", p.ep);
   if (p.zero_stage > 1 || p.fsdp)
     d.push_back({p.fsdp ? "--fsdp" : "--zero",
@@ -127,6 +126,11 @@ int run(const Opts& o) {
                    std::to_string(shape->layers) + " layers do not split evenly into pp * vpp = " +
                        std::to_string(plan.pp * plan.vpp) + " stages",
                    "a pp (and vpp) whose product divides the layers"});
+  if (plan.seq_len % plan.cp != 0)
+    bad.push_back({"--cp",
+                   "cp=" + std::to_string(plan.cp) + " must divide the sequence length " +
+                       std::to_string(plan.seq_len),
+                   "each context-parallel rank holds an equal slice of positions"});
   if (plan.schedule == ScheduleKind::kZeroBubbleH1)
     bad.push_back(
         {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
@@ -178,6 +182,7 @@ int run(const Opts& o) {
   t.seed = o.seed;
   t.tp = plan.tp;
   t.pp = plan.pp;
+  t.cp = plan.cp;
   t.vpp = plan.vpp;
   t.schedule = plan.schedule;
   t.shard_optimizer = plan.zero_stage == 1;
@@ -186,10 +191,10 @@ int run(const Opts& o) {
   const bool table = o.format == "table";
   if (rank0 && table)
     std::printf(
-        "executing %s (%.2fM parameters) on %d rank%s: tp%d pp%d dp%d%s, mbs %d, gbs %lld x "
-        "%lld tokens, zero %d\n",
+        "executing %s (%.2fM parameters) on %d rank%s: tp%d pp%d cp%d dp%d%s, mbs %d, gbs %lld "
+        "x %lld tokens, zero %d\n",
         resolved->model.name.c_str(), probe.num_params() / 1e6, group->size(),
-        group->size() == 1 ? "" : "s", plan.tp, plan.pp, plan.dp,
+        group->size() == 1 ? "" : "s", plan.tp, plan.pp, plan.cp, plan.dp,
         plan.vpp > 1 ? (" vpp" + std::to_string(plan.vpp)).c_str() : "", plan.micro_batch,
         static_cast<long long>(plan.global_batch), static_cast<long long>(plan.seq_len),
         plan.zero_stage);

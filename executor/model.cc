@@ -162,8 +162,15 @@ class Pass {
     if (tp_.size > 1) tp_.all_reduce(std::span<T>(m.data(), static_cast<size_t>(m.size())));
   }
 
+  /// K or V of every context-parallel rank, in sequence order: `local` is this rank's
+  /// (batch * seq) rows, `full` receives batch * seq * cp rows.
+  void cp_gather(const RowMatrix<T>& local, RowMatrix<T>& full);
+  /// The gradient of gathered rows back to their owners, summed over the group.
+  void cp_scatter(const RowMatrix<T>& full, RowMatrix<T>& local);
+
   const ModelShape& shape_;
   const TensorParallel<T>& tp_;
+  const ContextParallel<T>& cp_;
   const StageRange& stage_;
   const int64_t block_base_;              // layout index of the stage's first block tensor
   const int64_t heads_, kv_heads_, ffn_;  // this rank's shard of the blocks
@@ -179,6 +186,8 @@ class Pass {
   std::vector<T> rstd_final_;
   // Per-call workspace shared by the blocks (normed input, SwiGLU output, gradients).
   RowMatrix<T> xn_, act_, d_xn_, d_q_, d_k_, d_v_, d_attn_, d_act_, d_gate_, d_up_;
+  // Context parallelism: gathered K, V, their gradients, and the rank-ordered staging buffer.
+  RowMatrix<T> k_all_, v_all_, dk_all_, dv_all_, cp_buf_;
   std::vector<T> rstd_;
 };
 
@@ -186,6 +195,7 @@ template <typename T>
 Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
     : shape_(model.shape()),
       tp_(model.tensor_parallel()),
+      cp_(model.context_parallel()),
       stage_(model.stage()),
       block_base_(model.layout().front().name == "embed" ? 1 : 0),
       heads_(shape_.heads / tp_.size),
@@ -195,8 +205,14 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
       in_(in),
       n_(in.batch * in.seq),
       eps_(static_cast<T>(model.shape().norm_eps)),
-      attn_shape_{in.batch, in.seq, heads_, kv_heads_, shape_.head_dim},
-      rope_(in.seq, shape_.head_dim, shape_.rope_theta) {
+      attn_shape_{in.batch,
+                  in.seq,
+                  heads_,
+                  kv_heads_,
+                  shape_.head_dim,
+                  in.seq * model.context_parallel().size,
+                  in.seq * model.context_parallel().rank},
+      rope_(in.seq, shape_.head_dim, shape_.rope_theta, attn_shape_.q_offset) {
   PX_CHECK(in.batch > 0 && in.seq > 0,
            "batch and seq must be positive, got batch=" << in.batch << " seq=" << in.seq);
   PX_CHECK(static_cast<int64_t>(in.params.size()) == model.num_params(),
@@ -234,6 +250,11 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
     a.lse.resize(rows * static_cast<size_t>(heads_));
   }
   for (RowMatrix<T>* m : {&h_, &xf_, &xn_}) m->resize(n_, h);
+  if (cp_.size > 1) {
+    for (RowMatrix<T>* m : {&k_all_, &v_all_, &cp_buf_}) m->resize(n_ * cp_.size, kv_cols);
+    if (in.train)
+      for (RowMatrix<T>* m : {&dk_all_, &dv_all_}) m->resize(n_ * cp_.size, kv_cols);
+  }
   act_.resize(n_, f);
   rstd_final_.resize(rows);
   rstd_.resize(rows);
@@ -242,6 +263,30 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
   for (RowMatrix<T>* m : {&d_q_, &d_attn_}) m->resize(n_, q_cols);
   for (RowMatrix<T>* m : {&d_k_, &d_v_}) m->resize(n_, kv_cols);
   for (RowMatrix<T>* m : {&d_act_, &d_gate_, &d_up_}) m->resize(n_, f);
+}
+
+template <typename T>
+void Pass<T>::cp_gather(const RowMatrix<T>& local, RowMatrix<T>& full) {
+  const int64_t seq = in_.seq, cols = local.cols();
+  cp_.all_gather(std::span<const T>(local.data(), static_cast<size_t>(local.size())),
+                 std::span<T>(cp_buf_.data(), static_cast<size_t>(cp_buf_.size())));
+  // cp_buf_ holds rank r's (batch x seq) rows at r * n_; full wants sequence b's positions of
+  // rank r at b * seq * cp + r * seq.
+  for (int64_t r = 0; r < cp_.size; ++r)
+    for (int64_t b = 0; b < in_.batch; ++b)
+      full.block((b * cp_.size + r) * seq, 0, seq, cols) =
+          cp_buf_.block(r * n_ + b * seq, 0, seq, cols);
+}
+
+template <typename T>
+void Pass<T>::cp_scatter(const RowMatrix<T>& full, RowMatrix<T>& local) {
+  const int64_t seq = in_.seq, cols = full.cols();
+  for (int64_t r = 0; r < cp_.size; ++r)
+    for (int64_t b = 0; b < in_.batch; ++b)
+      cp_buf_.block(r * n_ + b * seq, 0, seq, cols) =
+          full.block((b * cp_.size + r) * seq, 0, seq, cols);
+  cp_.reduce_scatter(std::span<const T>(cp_buf_.data(), static_cast<size_t>(cp_buf_.size())),
+                     std::span<T>(local.data(), static_cast<size_t>(local.size())));
 }
 
 template <typename T>
@@ -274,7 +319,13 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
   a.v.noalias() = xn_ * mat(p, slot(layer, kWv));
   rope_.rotate(a.q, heads_, false);
   rope_.rotate(a.k, kv_heads_, false);
-  ops::attention_forward<T>(attn_shape_, a.q, a.k, a.v, a.attn, a.lse);
+  if (cp_.size == 1) {
+    ops::attention_forward<T>(attn_shape_, a.q, a.k, a.v, a.attn, a.lse);
+  } else {
+    cp_gather(a.k, k_all_);
+    cp_gather(a.v, v_all_);
+    ops::attention_forward<T>(attn_shape_, a.q, k_all_, v_all_, a.attn, a.lse);
+  }
   if (tp_.size == 1) {
     h_.noalias() += a.attn * mat(p, slot(layer, kWo));
   } else {  // this rank's heads' share of the projection, summed over the group
@@ -386,7 +437,19 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
   d_q_.setZero();
   d_k_.setZero();
   d_v_.setZero();
-  ops::attention_backward<T>(attn_shape_, a.q, a.k, a.v, a.attn, a.lse, d_attn_, d_q_, d_k_, d_v_);
+  if (cp_.size == 1) {
+    ops::attention_backward<T>(attn_shape_, a.q, a.k, a.v, a.attn, a.lse, d_attn_, d_q_, d_k_,
+                               d_v_);
+  } else {  // K and V gathered again rather than kept: a block's worth of memory less
+    cp_gather(a.k, k_all_);
+    cp_gather(a.v, v_all_);
+    dk_all_.setZero();
+    dv_all_.setZero();
+    ops::attention_backward<T>(attn_shape_, a.q, k_all_, v_all_, a.attn, a.lse, d_attn_, d_q_,
+                               dk_all_, dv_all_);
+    cp_scatter(dk_all_, d_k_);
+    cp_scatter(dv_all_, d_v_);
+  }
   rope_.rotate(d_q_, heads_, true);
   rope_.rotate(d_k_, kv_heads_, true);
   ops::rms_norm_forward<T>(a.x_attn, vec(p, slot(layer, kAttnNorm)), eps_, xn_, rstd_);
@@ -409,8 +472,9 @@ using detail::PassInput;
 // ---- Transformer ----------------------------------------------------------------------------
 
 template <typename T>
-Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, StageRange stage)
-    : shape_(shape), tp_(std::move(tp)), stage_(stage) {
+Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, StageRange stage,
+                            ContextParallel<T> cp)
+    : shape_(shape), tp_(std::move(tp)), stage_(stage), cp_(std::move(cp)) {
   const ModelShape& s = shape;
   PX_CHECK(s.layers > 0 && s.hidden > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0 &&
                s.ffn_hidden > 0 && s.vocab > 0,
@@ -425,6 +489,10 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, Stage
       s.kv_heads % tps == 0 && s.ffn_hidden % tps == 0,
       "tp=" << tps << " must divide kv_heads=" << s.kv_heads << " and ffn_hidden=" << s.ffn_hidden);
   PX_CHECK(tps == 1 || tp_.all_reduce, "tensor parallelism needs an all-reduce");
+  PX_CHECK(cp_.size >= 1 && cp_.rank >= 0 && cp_.rank < cp_.size &&
+               (cp_.size == 1 || (cp_.all_gather && cp_.reduce_scatter)),
+           "context-parallel rank " << cp_.rank << " of " << cp_.size
+                                    << " needs an all-gather and a reduce-scatter");
   if (stage_.end_layer < 0) stage_.end_layer = s.layers;
   PX_CHECK(
       0 <= stage_.first_layer && stage_.first_layer <= stage_.end_layer &&

@@ -58,6 +58,19 @@ struct TensorParallel {
   std::function<void(std::span<T>)> all_reduce;
 };
 
+/// Context parallelism: rank `rank` of `size` holds positions [rank * L, (rank + 1) * L) of every
+/// sequence, L = seq / size (a contiguous split: the causal work is not balanced across ranks,
+/// unlike Megatron's two-chunk split). Attention all-gathers K and V over the group, in forward
+/// and again in backward, and reduce-scatters their gradients; everything else is per position.
+template <typename T>
+struct ContextParallel {
+  int size = 1, rank = 0;
+  /// Every rank's `local` in rank order into `out` (size * local.size() values).
+  std::function<void(std::span<const T> local, std::span<T> out)> all_gather;
+  /// Sums `full` (size equal chunks) over the group and leaves chunk `rank` in `out`.
+  std::function<void(std::span<const T> full, std::span<T> out)> reduce_scatter;
+};
+
 /// The part of the model a pipeline stage holds: blocks [first_layer, end_layer) (end_layer -1:
 /// through the last), the token embedding (`embed`, the first stage) and the final norm, output
 /// layer and loss (`head`, the last stage). A head stage of a tied model holds its own copy of
@@ -77,10 +90,12 @@ class Transformer {
  public:
   /// The whole model (tp.size == 1), or rank tp.rank's shard of it; tp.size must divide
   /// kv_heads (hence heads) and ffn_hidden, and all_reduce must be set when tp.size > 1.
-  explicit Transformer(const ModelShape& shape, TensorParallel<T> tp = {}, StageRange stage = {});
+  explicit Transformer(const ModelShape& shape, TensorParallel<T> tp = {}, StageRange stage = {},
+                       ContextParallel<T> cp = {});
 
   const ModelShape& shape() const { return shape_; }
   const TensorParallel<T>& tensor_parallel() const { return tp_; }
+  const ContextParallel<T>& context_parallel() const { return cp_; }
   /// The stage this model is (end_layer resolved).
   const StageRange& stage() const { return stage_; }
   /// Every tensor in buffer order; the last one ends at num_params(). The order, and nothing else:
@@ -119,6 +134,7 @@ class Transformer {
   ModelShape shape_;
   TensorParallel<T> tp_;
   StageRange stage_;
+  ContextParallel<T> cp_;
   std::vector<TensorSlot> layout_;
   int64_t num_params_ = 0;
 };
@@ -129,7 +145,8 @@ template <typename T>
 class StagePass {
  public:
   /// `tokens`: batch rows of seq + 1 ids (the embedding stage reads the inputs, the head stage
-  /// the targets). Keeps references to `model`, `params` and `tokens`.
+  /// the targets); under context parallelism, this rank's slice: seq = its positions, and each
+  /// row its seq inputs and the next id. Keeps references to `model`, `params` and `tokens`.
   StagePass(const Transformer<T>& model, std::span<const T> params, std::span<const int32_t> tokens,
             int64_t batch, int64_t seq);
   ~StagePass();

@@ -36,6 +36,9 @@ void check_attention(const AttentionShape& s, int64_t q_rows, int64_t q_cols, in
   PX_CHECK(q_rows == s.batch * s.seq && q_cols == s.heads * s.head_dim &&
                kv_cols == s.kv_heads * s.head_dim,
            "attention operands do not match the shape");
+  PX_CHECK(s.q_offset >= 0 && s.q_offset + s.seq <= s.keys(),
+           "queries at " << s.q_offset << ".." << s.q_offset + s.seq << " beyond " << s.keys()
+                         << " keys");
 }
 
 // Scaled causal scores of query rows [i0, i0 + p.rows()) against keys [0, p.cols()), turned into
@@ -106,7 +109,7 @@ void rms_norm_backward(const ConstMatrixRef<T>& x, std::span<const T> w, std::sp
 // ---- rotary position embedding --------------------------------------------------------------
 
 template <typename T>
-RotaryTable<T>::RotaryTable(int64_t seq, int64_t head_dim, double theta)
+RotaryTable<T>::RotaryTable(int64_t seq, int64_t head_dim, double theta, int64_t position0)
     : seq_(seq), half_(head_dim / 2) {
   PX_CHECK(seq > 0 && head_dim > 0 && head_dim % 2 == 0,
            "rotary embeddings need seq > 0 and an even head_dim, got seq=" << seq << " head_dim="
@@ -116,7 +119,7 @@ RotaryTable<T>::RotaryTable(int64_t seq, int64_t head_dim, double theta)
   for (int64_t p = 0; p < seq; ++p) {
     for (int64_t i = 0; i < half_; ++i) {
       const double freq = std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
-      const double angle = static_cast<double>(p) * freq;
+      const double angle = static_cast<double>(position0 + p) * freq;
       cos_[p * half_ + i] = static_cast<T>(std::cos(angle));
       sin_[p * half_ + i] = static_cast<T>(std::sin(angle));
     }
@@ -151,22 +154,24 @@ void attention_forward(const AttentionShape& s, const ConstMatrixRef<T>& q,
                        const ConstMatrixRef<T>& k, const ConstMatrixRef<T>& v, MatrixRef<T> out,
                        std::span<T> lse) {
   check_attention(s, q.rows(), q.cols(), k.cols());
-  PX_CHECK(v.cols() == k.cols() && out.rows() == q.rows() && out.cols() == q.cols() &&
+  const int64_t seq = s.seq, keys = s.keys(), d = s.head_dim, group = s.heads / s.kv_heads;
+  PX_CHECK(k.rows() == s.batch * keys && v.rows() == k.rows() && v.cols() == k.cols() &&
+               out.rows() == q.rows() && out.cols() == q.cols() &&
                static_cast<int64_t>(lse.size()) == q.rows() * s.heads,
            "attention_forward: operand sizes disagree");
-  const int64_t seq = s.seq, d = s.head_dim, group = s.heads / s.kv_heads;
   const T scale = T(1) / std::sqrt(static_cast<T>(d));
-  RowMatrix<T> tile(std::min(kQueryBlock, seq), seq);
+  RowMatrix<T> tile(std::min(kQueryBlock, seq), s.q_offset + seq);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const auto qh = q.block(b * seq, h * d, seq, d);
-      const auto kh = k.block(b * seq, (h / group) * d, seq, d);
-      const auto vh = v.block(b * seq, (h / group) * d, seq, d);
+      const auto kh = k.block(b * keys, (h / group) * d, keys, d);
+      const auto vh = v.block(b * keys, (h / group) * d, keys, d);
       for (int64_t i0 = 0; i0 < seq; i0 += kQueryBlock) {
-        const int64_t rows = std::min(kQueryBlock, seq - i0), cols = i0 + rows;
+        const int64_t rows = std::min(kQueryBlock, seq - i0), cols = s.q_offset + i0 + rows;
         auto p = tile.topLeftCorner(rows, cols);
         p.noalias() = qh.middleRows(i0, rows) * kh.topRows(cols).transpose();
-        causal_probabilities<T>(p, i0, scale, nullptr, &lse[(b * seq + i0) * s.heads + h], s.heads);
+        causal_probabilities<T>(p, s.q_offset + i0, scale, nullptr,
+                                &lse[(b * seq + i0) * s.heads + h], s.heads);
         out.block(b * seq + i0, h * d, rows, d).noalias() = p * vh.topRows(cols);
       }
     }
@@ -180,37 +185,38 @@ void attention_backward(const AttentionShape& s, const ConstMatrixRef<T>& q,
                         const ConstMatrixRef<T>& dout, MatrixRef<T> dq, MatrixRef<T> dk,
                         MatrixRef<T> dv) {
   check_attention(s, q.rows(), q.cols(), k.cols());
-  PX_CHECK(v.cols() == k.cols() && out.rows() == q.rows() && out.cols() == q.cols() &&
-               dout.rows() == q.rows() && dout.cols() == q.cols() && dq.rows() == q.rows() &&
-               dq.cols() == q.cols() && dk.rows() == k.rows() && dk.cols() == k.cols() &&
-               dv.rows() == v.rows() && dv.cols() == v.cols() &&
-               static_cast<int64_t>(lse.size()) == q.rows() * s.heads,
+  const int64_t seq = s.seq, keys = s.keys(), d = s.head_dim, group = s.heads / s.kv_heads;
+  PX_CHECK(k.rows() == s.batch * keys && v.rows() == k.rows() && v.cols() == k.cols() &&
+               out.rows() == q.rows() && out.cols() == q.cols() && dout.rows() == q.rows() &&
+               dout.cols() == q.cols() && dq.rows() == q.rows() && dq.cols() == q.cols() &&
+               dk.rows() == k.rows() && dk.cols() == k.cols() && dv.rows() == v.rows() &&
+               dv.cols() == v.cols() && static_cast<int64_t>(lse.size()) == q.rows() * s.heads,
            "attention_backward: operand sizes disagree");
-  const int64_t seq = s.seq, d = s.head_dim, group = s.heads / s.kv_heads;
   const T scale = T(1) / std::sqrt(static_cast<T>(d));
   const int64_t block = std::min(kQueryBlock, seq);
-  RowMatrix<T> p_tile(block, seq), dp_tile(block, seq);
+  RowMatrix<T> p_tile(block, s.q_offset + seq), dp_tile(block, s.q_offset + seq);
   Eigen::Matrix<T, Eigen::Dynamic, 1> delta(seq);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t h = 0; h < s.heads; ++h) {
       const int64_t kv_col = (h / group) * d;
       const auto qh = q.block(b * seq, h * d, seq, d);
-      const auto kh = k.block(b * seq, kv_col, seq, d);
-      const auto vh = v.block(b * seq, kv_col, seq, d);
+      const auto kh = k.block(b * keys, kv_col, keys, d);
+      const auto vh = v.block(b * keys, kv_col, keys, d);
       const auto doh = dout.block(b * seq, h * d, seq, d);
       auto dqh = dq.block(b * seq, h * d, seq, d);
-      auto dkh = dk.block(b * seq, kv_col, seq, d);
-      auto dvh = dv.block(b * seq, kv_col, seq, d);
+      auto dkh = dk.block(b * keys, kv_col, keys, d);
+      auto dvh = dv.block(b * keys, kv_col, keys, d);
       // rowsum(dout * out) = rowsum(dp * p): the softmax backward's subtracted term.
       delta = (doh.array() * out.block(b * seq, h * d, seq, d).array()).rowwise().sum().matrix();
       for (int64_t i0 = 0; i0 < seq; i0 += kQueryBlock) {
-        const int64_t rows = std::min(kQueryBlock, seq - i0), cols = i0 + rows;
+        const int64_t rows = std::min(kQueryBlock, seq - i0), cols = s.q_offset + i0 + rows;
         auto p = p_tile.topLeftCorner(rows, cols);
         auto ds = dp_tile.topLeftCorner(rows, cols);
         const auto q_blk = qh.middleRows(i0, rows);
         const auto do_blk = doh.middleRows(i0, rows);
         p.noalias() = q_blk * kh.topRows(cols).transpose();
-        causal_probabilities<T>(p, i0, scale, &lse[(b * seq + i0) * s.heads + h], nullptr, s.heads);
+        causal_probabilities<T>(p, s.q_offset + i0, scale, &lse[(b * seq + i0) * s.heads + h],
+                                nullptr, s.heads);
         dvh.topRows(cols).noalias() += p.transpose() * do_blk;
         ds.noalias() = do_blk * vh.topRows(cols).transpose();
         ds.array() = p.array() * (ds.array().colwise() - delta.segment(i0, rows).array());

@@ -50,11 +50,12 @@ void rms_norm_backward(const ConstMatrixRef<T>& x, std::span<const T> w, std::sp
 template <typename T>
 class RotaryTable {
  public:
-  RotaryTable(int64_t seq, int64_t head_dim, double theta);
+  /// Positions position0 .. position0 + seq - 1 (a context-parallel rank's slice).
+  RotaryTable(int64_t seq, int64_t head_dim, double theta, int64_t position0 = 0);
 
   /// Rotates every head of `x` in place: x is (sequences * seq) x (heads * head_dim), row r at
-  /// position r % seq. `inverse` turns by the opposite angle, which is also the backward: the
-  /// rotation is orthogonal, so dx = R^T dy = R^-1 dy.
+  /// position position0 + r % seq. `inverse` turns by the opposite angle, which is also the
+  /// backward: the rotation is orthogonal, so dx = R^T dy = R^-1 dy.
   void rotate(MatrixRef<T> x, int64_t heads, bool inverse) const;
 
  private:
@@ -64,13 +65,19 @@ class RotaryTable {
 
 // ---- causal grouped-query attention ---------------------------------------------------------
 
+/// `seq` query rows per sequence at positions q_offset.. q_offset + seq - 1, against `kv_seq`
+/// key rows per sequence at positions 0.. (0: kv_seq = seq). A context-parallel rank holds a
+/// slice of the queries and the gathered keys; q_offset + seq <= kv_seq.
 struct AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t kv_seq = 0, q_offset = 0;
+  int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }
 };
 
 /// out = softmax(q k^T / sqrt(head_dim) + causal mask) v per (sequence, query head); query head
 /// j reads kv head j / (heads / kv_heads). q, out are (batch * seq) x (heads * head_dim); k, v
-/// are (batch * seq) x (kv_heads * head_dim). Writes each row's log-sum-exp of the scaled scores
+/// are (batch * keys()) x (kv_heads * head_dim); query row i of a sequence sees keys
+/// 0..q_offset + i. Writes each row's log-sum-exp of the scaled scores
 /// to lse[row * heads + head]. Computed in blocks of query rows, each against its keys
 /// [0, end of block) only: the workspace is one block x seq tile, never seq x seq per head.
 template <typename T>

@@ -291,25 +291,42 @@ TEST(Transformer, SequencesOfABatchAreIndependent) {
 namespace parallax::exec {
 namespace {
 
-/// An in-process all-reduce for `n` threads: each contributes its buffer; every one gets the sum,
-/// added in rank order (so every rank gets bitwise the same result, as MPI gives).
-class ThreadAllReduce {
+/// In-process collectives for `n` threads, one per rank. Sums are added in rank order, so every
+/// rank gets bitwise the same result, as MPI gives.
+class ThreadGroup {
  public:
-  explicit ThreadAllReduce(int n) : n_(n), slots_(static_cast<size_t>(n)), sync_(n) {}
-  void operator()(int rank, std::span<double> x) {
-    slots_[static_cast<size_t>(rank)] = x;
-    sync_.arrive_and_wait();
-    std::vector<double> sum(x.size(), 0.0);
-    for (int r = 0; r < n_; ++r)
-      for (size_t i = 0; i < x.size(); ++i) sum[i] += slots_[static_cast<size_t>(r)][i];
-    sync_.arrive_and_wait();  // everyone has read every buffer
+  explicit ThreadGroup(int n) : n_(n), slots_(static_cast<size_t>(n)), sync_(n) {}
+  void operator()(int rank, std::span<double> x) {  // all-reduce
+    std::vector<double> sum = reduce(rank, x, 0, x.size());
     std::copy(sum.begin(), sum.end(), x.begin());
+    sync_.arrive_and_wait();
+  }
+  void all_gather(int rank, std::span<const double> local, std::span<double> out) {
+    slots_[static_cast<size_t>(rank)] = local;
+    sync_.arrive_and_wait();
+    for (int r = 0; r < n_; ++r)
+      std::copy(slots_[r].begin(), slots_[r].end(), out.begin() + r * local.size());
+    sync_.arrive_and_wait();
+  }
+  void reduce_scatter(int rank, std::span<const double> full, std::span<double> out) {
+    std::vector<double> sum = reduce(rank, full, rank * out.size(), out.size());
+    std::copy(sum.begin(), sum.end(), out.begin());
     sync_.arrive_and_wait();
   }
 
  private:
+  // Every rank's x[from, from + count), summed; leaves the ranks synchronised after reading.
+  std::vector<double> reduce(int rank, std::span<const double> x, size_t from, size_t count) {
+    slots_[static_cast<size_t>(rank)] = x;
+    sync_.arrive_and_wait();
+    std::vector<double> sum(count, 0.0);
+    for (int r = 0; r < n_; ++r)
+      for (size_t i = 0; i < count; ++i) sum[i] += slots_[static_cast<size_t>(r)][from + i];
+    sync_.arrive_and_wait();  // everyone has read every buffer
+    return sum;
+  }
   int n_;
-  std::vector<std::span<double>> slots_;
+  std::vector<std::span<const double>> slots_;
   std::barrier<> sync_;
 };
 
@@ -326,7 +343,7 @@ TEST(TensorParallel, ShardsReproduceTheWholeModel) {
     const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 22);
     const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.5, g);
 
-    ThreadAllReduce reduce(tp);
+    ThreadGroup reduce(tp);
     std::vector<double> shard_loss(static_cast<size_t>(tp));
     std::vector<std::thread> threads;
     std::vector<std::string> failures(static_cast<size_t>(tp));
@@ -435,6 +452,60 @@ TEST(PipelineStages, ChainReproducesTheWholeModel) {
     const std::vector<double> want0 = pick(s0, g), want1 = pick(s1, g);
     for (size_t i = 0; i < g0.size(); ++i) ASSERT_NEAR(g0[i], want0[i], 1e-12) << "stage 0, " << i;
     for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], want1[i], 1e-12) << "stage 1, " << i;
+  }
+}
+
+}  // namespace
+}  // namespace parallax::exec
+
+namespace parallax::exec {
+namespace {
+
+// Context-parallel ranks, each holding a contiguous slice of every sequence's positions, sum to
+// the whole model's loss and gradients.
+TEST(ContextParallel, RanksSumToTheWholeModel) {
+  for (int cp : {2, 3}) {
+    const ModelShape shape = small_shape(true);
+    const Transformer<double> whole(shape);
+    const std::vector<double> p = rich_params(whole, 41);
+    std::vector<double> g(p.size(), 0.0);
+    const int64_t batch = 2, seq = 12, local = seq / cp;
+    const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 42);
+    const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.5, g);
+
+    ThreadGroup group(cp);
+    std::vector<double> losses(static_cast<size_t>(cp));
+    std::vector<std::vector<double>> grads(static_cast<size_t>(cp));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < cp; ++r) {
+      threads.emplace_back([&, r] {
+        ContextParallel<double> ctx{cp, r,
+                                    [&group, r](std::span<const double> x, std::span<double> out) {
+                                      group.all_gather(r, x, out);
+                                    },
+                                    [&group, r](std::span<const double> x, std::span<double> out) {
+                                      group.reduce_scatter(r, x, out);
+                                    }};
+        const Transformer<double> m(shape, {}, {}, ctx);
+        // This rank's positions [r * local, (r + 1) * local] of each sequence (inputs and the
+        // next id).
+        std::vector<int32_t> mine;
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t i = 0; i <= local; ++i)
+            mine.push_back(tokens[b * (seq + 1) + r * local + i]);
+        grads[r].assign(p.size(), 0.0);
+        losses[r] = m.loss_and_grad(p, mine, batch, local, 0.5, grads[r]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    double total = 0;
+    for (double l : losses) total += l;
+    EXPECT_NEAR(total, loss, 1e-10 * loss) << "cp " << cp;
+    for (size_t i = 0; i < g.size(); ++i) {
+      double sum = 0;
+      for (const auto& gr : grads) sum += gr[i];
+      ASSERT_NEAR(sum, g[i], 1e-10 * std::max(1.0, std::abs(g[i]))) << "cp " << cp << ", " << i;
+    }
   }
 }
 

@@ -22,14 +22,19 @@ namespace {
 Diagnostics check_options(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
                           int world) {
   Diagnostics d;
-  if (o.tp < 1 || o.pp < 1 || o.vpp < 1 || world % (o.tp * o.pp) != 0) {
+  if (o.tp < 1 || o.pp < 1 || o.cp < 1 || o.vpp < 1 || world % (o.tp * o.pp * o.cp) != 0) {
     d.push_back({"--tp",
-                 "tp=" + std::to_string(o.tp) + " times pp=" + std::to_string(o.pp) +
-                     " must divide the " + std::to_string(world) + " ranks",
-                 "ranks = tp * dp * pp"});
+                 "tp=" + std::to_string(o.tp) + " times pp=" + std::to_string(o.pp) + " times cp=" +
+                     std::to_string(o.cp) + " must divide the " + std::to_string(world) + " ranks",
+                 "ranks = tp * cp * dp * pp"});
     return d;
   }
-  const int dp = world / (o.tp * o.pp);
+  const int dp = world / (o.tp * o.pp * o.cp);
+  if (o.seq % o.cp != 0)
+    d.push_back(
+        {"--cp",
+         "cp=" + std::to_string(o.cp) + " must divide the sequence length " + std::to_string(o.seq),
+         "each context-parallel rank holds an equal slice of positions"});
   const int64_t stages = static_cast<int64_t>(o.pp) * o.vpp;
   if (shape.layers % stages != 0)
     d.push_back({o.vpp > 1 ? "--vpp" : "--pp",
@@ -121,21 +126,29 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   ParallelPlan layout;
   layout.tp = o.tp;
   layout.pp = o.pp;
+  layout.cp = o.cp;
   layout.vpp = o.vpp;
-  layout.dp = group.size() / (o.tp * o.pp);
+  layout.dp = group.size() / (o.tp * o.pp * o.cp);
   const RankMap ranks(layout, o.tp);
   const RankCoords me = ranks.coords(group.rank());
   const int dp = layout.dp, pp = o.pp, vpp = o.vpp, stages = pp * vpp;
+  // Each group is named by its member with the group's own coordinates at zero. The data group
+  // (dp x cp) reduces gradients and shards the distributed optimizer, as Megatron's does.
   auto split = [&](int color, int key) { return group.split(color, key); };
-  auto tp_split = split(me.pp * dp + me.dp, me.tp);
+  auto tp_split = split(ranks.rank_of(0, me.cp, me.dp, me.pp), me.tp);
   if (!tp_split) return tp_split.errors();
-  auto dp_split = split(me.pp * o.tp + me.tp, me.dp);
-  if (!dp_split) return dp_split.errors();
-  auto pp_split = split(me.dp * o.tp + me.tp, me.pp);
+  auto cp_split = split(ranks.rank_of(me.tp, 0, me.dp, me.pp), me.cp);
+  if (!cp_split) return cp_split.errors();
+  auto data_split = split(ranks.rank_of(me.tp, 0, 0, me.pp), me.dp * o.cp + me.cp);
+  if (!data_split) return data_split.errors();
+  auto pp_split = split(ranks.rank_of(me.tp, me.cp, me.dp, 0), me.pp);
   if (!pp_split) return pp_split.errors();
   ProcessGroup& tp_group = **tp_split;
-  ProcessGroup& dp_group = **dp_split;
+  ProcessGroup& cp_group = **cp_split;
+  ProcessGroup& dp_group = **data_split;
   ProcessGroup& pp_group = **pp_split;
+  const int data_rank = dp_group.rank(), data_size = dp_group.size();
+  const int64_t local_seq = o.seq / o.cp;  // this rank's positions of each sequence
 
   const int64_t per_rank = o.global_batch / dp;
   const int64_t micro = per_rank / o.micro_batch;
@@ -149,11 +162,19 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-  Diagnostics comm_errors;  // the first failure of a tensor-parallel all-reduce
+  Diagnostics comm_errors;  // the first failure of a collective inside the model
   TensorParallel<float> tp{o.tp, me.tp, [&](std::span<float> x) {
                              if (!comm_errors.empty()) return;
                              comm_errors = tp_group.all_reduce_sum(x);
                            }};
+  ContextParallel<float> cp{o.cp, me.cp,
+                            [&](std::span<const float> x, std::span<float> out) {
+                              if (comm_errors.empty()) comm_errors = cp_group.all_gather(x, out);
+                            },
+                            [&](std::span<const float> x, std::span<float> out) {
+                              if (comm_errors.empty())
+                                comm_errors = cp_group.reduce_scatter_sum(x, out);
+                            }};
   // This rank's model chunks: chunk c is virtual stage c * pp + me.pp (Megatron's interleaving),
   // its parameters at offsets[c] of one flat buffer.
   const int64_t per_stage = shape.layers / stages;
@@ -163,14 +184,14 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   for (int c = 0; c < vpp; ++c) {
     const int vs = virtual_stage(me.pp, c, pp);
     chunks.emplace_back(
-        shape, tp, StageRange{vs * per_stage, (vs + 1) * per_stage, vs == 0, vs == stages - 1});
+        shape, tp, StageRange{vs * per_stage, (vs + 1) * per_stage, vs == 0, vs == stages - 1}, cp);
     offsets.push_back(n);
     n += chunks.back().num_params();
   }
   // The flat buffers are padded to a multiple of dp so that every rank owns an equal slice.
-  const int64_t slice = o.shard_optimizer ? (n + dp - 1) / dp : n;
-  const int64_t padded = o.shard_optimizer ? slice * dp : n;
-  const int64_t first = o.shard_optimizer ? me.dp * slice : 0;
+  const int64_t slice = o.shard_optimizer ? (n + data_size - 1) / data_size : n;
+  const int64_t padded = o.shard_optimizer ? slice * data_size : n;
+  const int64_t first = o.shard_optimizer ? data_rank * slice : 0;
   const int64_t owned = std::clamp<int64_t>(n - first, 0, slice);  // real parameters in the slice
   std::vector<float> params(static_cast<size_t>(padded), 0.0f),
       grads(static_cast<size_t>(padded), 0.0f);
@@ -203,9 +224,10 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       shape.tied_embeddings && stages > 1 && me.pp == 0 ? &chunks[0].layout().front() : nullptr;
   AdamW adam(o.adam, std::vector<uint8_t>(mask.begin() + first, mask.begin() + first + owned));
 
-  const int64_t len = o.seq + 1;
+  const int64_t len = o.seq + 1, local_len = local_seq + 1;
   const double step_tokens = static_cast<double>(o.global_batch) * o.seq;
-  const int64_t activation = o.micro_batch * o.seq * shape.hidden;
+  const int64_t activation = o.micro_batch * local_seq * shape.hidden;
+  std::vector<int32_t> sequence(static_cast<size_t>(len));
   struct InFlight {
     std::vector<int32_t> tokens;
     std::unique_ptr<StagePass<float>> pass;
@@ -222,17 +244,22 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     std::map<std::pair<int, int>, InFlight> flight;  // (microbatch, chunk)
     for (const PipelineOp& op : ops) {
       const int c = op.chunk, vs = virtual_stage(me.pp, c, pp);
-      const std::span<float> cp = chunk_span(params, c), cg = chunk_span(grads, c);
+      const std::span<float> params_c = chunk_span(params, c), cg = chunk_span(grads, c);
       const int prev = (vs - 1) % pp, next = (vs + 1) % pp;
       if (op.kind == PassKind::kForward) {
         InFlight& f = flight[{op.microbatch, c}];
         // Sequence ids of this microbatch: the run's global order, split by replica.
-        f.tokens.resize(static_cast<size_t>(o.micro_batch * len));
+        // A context-parallel rank keeps its positions and the id after them.
+        f.tokens.resize(static_cast<size_t>(o.micro_batch * local_len));
         const int64_t seq0 =
             (step - 1) * o.global_batch + me.dp * per_rank + op.microbatch * o.micro_batch;
-        for (int64_t b = 0; b < o.micro_batch; ++b)
-          data.sequence(seq0 + b, std::span<int32_t>(f.tokens).subspan(b * len, len));
-        f.pass = std::make_unique<StagePass<float>>(chunks[c], cp, f.tokens, o.micro_batch, o.seq);
+        for (int64_t b = 0; b < o.micro_batch; ++b) {
+          data.sequence(seq0 + b, sequence);
+          std::copy_n(sequence.begin() + me.cp * local_seq, local_len,
+                      f.tokens.begin() + b * local_len);
+        }
+        f.pass = std::make_unique<StagePass<float>>(chunks[c], params_c, f.tokens, o.micro_batch,
+                                                    local_seq);
         std::span<const float> input;
         if (vs > 0) {
           if (Diagnostics d =
@@ -289,10 +316,11 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       for (size_t i = 0; i < mine.size(); ++i)
         mine[i] = tied_first ? mine[i] + other[i] : other[i] + mine[i];
     }
-    // The loss: the head stage's tp rank 0 of every replica.
+    // The loss: the head stage's tp rank 0 of every replica and context-parallel slice.
     double loss = me.tp == 0 ? loss_sum : 0.0;
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&loss, 1)); !d.empty()) return d;
-    // The gradient of this rank's slice, summed over the data-parallel replicas.
+    // The gradient of this rank's slice, summed over the data-parallel replicas and the
+    // context-parallel slices.
     std::span<float> g = grads;
     if (o.shard_optimizer) {
       if (Diagnostics d = dp_group.reduce_scatter_sum(grads, grad_slice); !d.empty()) return d;
@@ -302,7 +330,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     }
     // Squared norm of the whole gradient: each element once over the job.
     double sq = 0;
-    if (o.shard_optimizer || me.dp == 0) {
+    if (o.shard_optimizer || data_rank == 0) {
       for (int64_t i = 0; i < owned; ++i) {
         const uint8_t k = norm_class[static_cast<size_t>(first + i)];
         if (k == 0 || (k == 1 && me.tp == 0)) sq += static_cast<double>(g[i]) * g[i];

@@ -128,8 +128,9 @@ void ExpectLosses(const std::vector<double>& want, int ranks, const std::string&
 }
 
 // Tensor parallelism (Megatron's column/row-parallel blocks, one all-reduce per block each way),
-// pipeline parallelism (the simulator's 1F1B and interleaved schedules, run for real) and their
-// products with each other and with data parallelism follow the single-rank curve.
+// pipeline parallelism (the simulator's 1F1B and interleaved schedules, run for real), context
+// parallelism (K, V all-gathered, their gradients reduce-scattered) and their products with each
+// other and with data parallelism follow the single-rank curve.
 TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
   ScratchDir dir;
@@ -146,6 +147,8 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   ExpectLosses(a, 4, args + " --gpus 4 --tp 2 --zero 1");  // dp2 x tp2, distributed optimizer
   ExpectLosses(a, 2, args + " --gpus 2 --pp 2");
   ExpectLosses(a, 4, args + " --gpus 4 --tp 2 --pp 2");
+  ExpectLosses(a, 2, args + " --gpus 2 --cp 2");
+  ExpectLosses(a, 4, args + " --gpus 4 --cp 2 --pp 2 --zero 1");
 
   // A tied embedding split between the first and the last stage, interleaved.
   std::ofstream(dir.file("tied.json"))
@@ -162,9 +165,12 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
 TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   ScratchDir dir;
   const std::string model = " --model " + Quote(tiny_model(dir));
-  CliRun r = Parallax("execute" + model + " --gpus 2 --cp 2 --gbs 4 --seq 32");
+  CliRun r = Parallax("execute" + model + " --gpus 2 --ep 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "--cp: cp=2 is not executed yet")) << r;
+  EXPECT_TRUE(Has(r, "--ep: ep=2 is not executed yet")) << r;
+  r = Parallax("execute" + model + " --gpus 3 --cp 3 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--cp: cp=3 must divide the sequence length 32")) << r;
   // Tensor parallelism splits whole KV heads (tiny has 2).
   r = Parallax("execute" + model + " --gpus 4 --tp 4 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
