@@ -25,6 +25,9 @@ struct Opts {
   double lr = 1e-3;
   int64_t warmup = 0;
   bool compare = false;
+  std::string checkpoint_dir;
+  int64_t save_every = 0;
+  bool resume = false;
 };
 
 /// What this version of the executor runs: data, tensor, pipeline and context parallelism.
@@ -134,6 +137,10 @@ int run(const Opts& o) {
   if (plan.schedule == ScheduleKind::kZeroBubbleH1)
     bad.push_back(
         {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
+  if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())
+    bad.push_back({o.resume ? "--resume" : "--save-every", "needs --checkpoint-dir", ""});
+  if (o.save_every < 0)
+    bad.push_back({"--save-every", "must be 0 or more, got " + std::to_string(o.save_every), ""});
   if (!bad.empty()) return fail(bad);
   if (plan.gpus() != group->size())
     return fail(
@@ -186,6 +193,11 @@ int run(const Opts& o) {
   t.vpp = plan.vpp;
   t.schedule = plan.schedule;
   t.shard_optimizer = plan.zero_stage == 1;
+  t.checkpoint_dir = o.checkpoint_dir;
+  t.save_every = o.save_every;
+  t.resume = o.resume;
+  t.data_name = o.data == "synthetic" ? "synthetic (seed " + std::to_string(o.seed + 1) + ")"
+                                      : "text " + o.data;
   t.adam.lr = o.lr;
   t.adam.warmup_steps = o.warmup;
   const bool table = o.format == "table";
@@ -207,6 +219,19 @@ int run(const Opts& o) {
   });
   if (!result) return fail(result.errors());
   if (!rank0) return 0;
+  if (table && result->resumed_from > 0)
+    std::printf("  resumed from the checkpoint of step %lld in %s\n",
+                static_cast<long long>(result->resumed_from), o.checkpoint_dir.c_str());
+  if (table && !result->saved.empty())
+    std::printf(
+        "  saved checkpoints of steps %s in %s (%.3f s in all, outside the step times)\n",
+        [&] {
+          std::string list;
+          for (int64_t st : result->saved) list += (list.empty() ? "" : ", ") + std::to_string(st);
+          return list;
+        }()
+            .c_str(),
+        o.checkpoint_dir.c_str(), result->save_time_s);
   const double error = predicted && result->median_step_time_s > 0
                            ? predicted->step_time_s / result->median_step_time_s - 1
                            : 0;
@@ -233,6 +258,9 @@ int run(const Opts& o) {
       memory.push_back(s.peak_memory_gib);
     }
     j["losses"] = losses;
+    j["first_step"] = result->steps.empty() ? 0 : result->steps.front().step;
+    j["resumed_from"] = result->resumed_from;
+    j["saved_steps"] = result->saved;
     if (predicted) {
       j["predicted_step_time_s"] = predicted->step_time_s;
       j["predicted_peak_memory_gib"] = predicted->peak_memory_gib;
@@ -265,6 +293,13 @@ void add_execute_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--warmup", o->warmup, "linear learning-rate warm-up steps (default 0)");
   cmd->add_option("--format", o->format, "output format: table | json")
       ->check(CLI::IsMember({"table", "json"}));
+  cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
+                  "directory of sharded checkpoints (one step-NNNNNNNN/ per save; a step is "
+                  "complete once its manifest.json is written)");
+  cmd->add_option("--save-every", o->save_every, "save a checkpoint every N steps (0: never)");
+  cmd->add_flag("--resume", o->resume,
+                "continue from the newest complete checkpoint in --checkpoint-dir, under this "
+                "run's layout (the checkpoint is resharded as needed), up to --steps");
   cmd->add_flag("--compare", o->compare,
                 "also simulate the plan (in fp32) on --cluster, e.g. a profile from `parallax "
                 "calibrate`, and print the prediction beside the measurement");

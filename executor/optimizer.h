@@ -27,9 +27,11 @@ class AdamW {
   double step(std::span<float> params, std::span<const float> grads, double grad_norm,
               int64_t step);
 
-  /// Moments, for checkpoints.
+  /// Moments, for checkpoints (and, mutable, for restoring them).
   std::span<const float> first_moment() const { return m_; }
   std::span<const float> second_moment() const { return v_; }
+  std::span<float> first_moment() { return m_; }
+  std::span<float> second_moment() { return v_; }
 
  private:
   AdamWConfig config_;

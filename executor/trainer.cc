@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -14,6 +17,8 @@
 
 #include "core/rank_map.h"
 #include "core/units.h"
+#include "executor/checkpoint.h"
+#include "executor/train_state.h"
 #include "simulator/schedules/pipeline_schedule.h"
 
 namespace parallax::exec {
@@ -114,6 +119,17 @@ namespace {
 /// each stage sends its microbatches in order, so the tag need not be unique per microbatch.
 int pipeline_tag(int64_t mb, int vs, int stages, int dir) {
   return static_cast<int>(((mb % 64) * stages + vs) * 2 + dir);
+}
+
+/// Fault injection for the checkpoint tests: PARALLAX_FAULT=kill:<where>:<step>:<rank> makes that
+/// rank SIGKILL itself at the start of that step ("step") or of its part of that step's
+/// checkpoint ("save"), as a crashed node would stop.
+void inject_fault(const char* where, int64_t step, int rank) {
+  static const char* spec = std::getenv("PARALLAX_FAULT");
+  if (spec == nullptr) return;
+  const std::string want =
+      std::string("kill:") + where + ":" + std::to_string(step) + ":" + std::to_string(rank);
+  if (want == spec) std::raise(SIGKILL);
 }
 
 }  // namespace
@@ -234,9 +250,118 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   };
   std::vector<float> buffer(static_cast<size_t>(activation));
 
+  // Checkpoints: the pieces of the logical tensors this rank writes. A tensor replicated over
+  // tp is written by tp rank 0, the head stage's copy of a tied embedding not at all, and the
+  // parameters by data rank 0 (the moments too, unless the optimizer is sharded).
+  std::vector<ChunkView> views;
+  for (int c = 0; c < vpp; ++c) views.push_back({&chunks[c], offsets[c]});
+  const SlotFilter writes = [&](const TensorSlot& t) {
+    return &t != tied_copy && (!t.replicated || me.tp == 0);
+  };
+  const nlohmann::json meta_model = {
+      {"layers", shape.layers},     {"hidden", shape.hidden},
+      {"heads", shape.heads},       {"kv_heads", shape.kv_heads},
+      {"head_dim", shape.head_dim}, {"ffn_hidden", shape.ffn_hidden},
+      {"vocab", shape.vocab},       {"tied_embeddings", shape.tied_embeddings}};
   TrainResult result;
   result.params = n;
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  int64_t start = 1;
+  if (o.resume) {
+    auto ckpt = Checkpoint::open_latest(o.checkpoint_dir);
+    if (!ckpt) return ckpt.errors();
+    const nlohmann::json& meta = ckpt->meta();
+    if (meta.value("model", nlohmann::json()) != meta_model)
+      return Diagnostic{
+          ckpt->path(),
+          "the checkpoint holds another model: " + meta.value("model", nlohmann::json()).dump(),
+          "resume with the model that wrote it"};
+    if (meta.value("data", std::string()) != o.data_name)
+      return Diagnostic{ckpt->path(),
+                        "the checkpoint was trained on " + meta.value("data", std::string()) +
+                            ", this run reads " + o.data_name,
+                        "resume with the same --data"};
+    for (const auto& [kind, buf] :
+         {std::pair<const char*, std::span<float>>{"param", std::span<float>(params).first(n)},
+          {"adam_m", adam.first_moment()},
+          {"adam_v", adam.second_moment()}}) {
+      const int64_t at = std::string(kind) == "param" ? 0 : first;
+      if (Diagnostics d = read_pieces(*ckpt, views, at, buf, kind); !d.empty()) return d;
+    }
+    start = ckpt->step() + 1;
+    result.resumed_from = ckpt->step();
+  }
+  auto save = [&](int64_t step) -> Diagnostics {
+    std::vector<Piece> pieces;
+    if (data_rank == 0)
+      append_pieces(views, 0, std::span<const float>(params).first(n), "param", writes, pieces);
+    if (o.shard_optimizer || data_rank == 0) {
+      append_pieces(views, first, adam.first_moment(), "adam_m", writes, pieces);
+      append_pieces(views, first, adam.second_moment(), "adam_v", writes, pieces);
+    }
+    inject_fault("save", step, group.rank());
+    auto info = write_shard(o.checkpoint_dir, step, group.rank(), pieces);
+    // Every rank's outcome, size and checksum (in 32-bit halves, exact in doubles) to rank 0.
+    const int world = group.size(), me_rank = group.rank();
+    std::vector<double> table(4 * static_cast<size_t>(world), 0.0);
+    if (info) {
+      table[4 * me_rank] = 1;
+      table[4 * me_rank + 1] = static_cast<double>(info->bytes);
+      table[4 * me_rank + 2] = static_cast<double>(info->checksum >> 32);
+      table[4 * me_rank + 3] = static_cast<double>(info->checksum & 0xffffffffu);
+    }
+    if (Diagnostics d = group.all_reduce_sum(std::span<double>(table)); !d.empty()) return d;
+    if (!info) return info.errors();
+    for (int r = 0; r < world; ++r)
+      if (table[4 * r] != 1)
+        return {Diagnostic{o.checkpoint_dir,
+                           "rank " + std::to_string(r) + " could not write its shard of step " +
+                               std::to_string(step),
+                           "the previous complete checkpoint is intact"}};
+    double written = 1;
+    if (me_rank == 0) {
+      std::vector<ShardInfo> shards;
+      for (int r = 0; r < world; ++r) {
+        char file[32];
+        std::snprintf(file, sizeof file, "shard-%05d.bin", r);  // write_shard's name
+        shards.push_back({file, static_cast<int64_t>(table[4 * r + 1]),
+                          (static_cast<uint64_t>(table[4 * r + 2]) << 32) |
+                              static_cast<uint64_t>(table[4 * r + 3]),
+                          r});
+      }
+      nlohmann::json meta = {{"model", meta_model},
+                             {"data", o.data_name},
+                             {"seed", o.seed},
+                             {"global_batch", o.global_batch},
+                             {"seq", o.seq},
+                             {"layout",
+                              {{"tp", o.tp},
+                               {"pp", o.pp},
+                               {"cp", o.cp},
+                               {"dp", dp},
+                               {"vpp", o.vpp},
+                               {"zero", o.shard_optimizer ? 1 : 0}}}};
+      nlohmann::json losses = nlohmann::json::array();
+      for (const StepRecord& r : result.steps) losses.push_back(r.loss);
+      meta["losses"] = losses;
+      Diagnostics d = write_manifest(o.checkpoint_dir, step, shards, meta);
+      written = d.empty() ? 1 : 0;
+      double ok = written;
+      if (Diagnostics e = group.all_reduce_sum(std::span<double>(&ok, 1)); !e.empty()) return e;
+      if (!d.empty()) return d;
+    } else {
+      double ok = 0;
+      if (Diagnostics e = group.all_reduce_sum(std::span<double>(&ok, 1)); !e.empty()) return e;
+      if (ok != 1)
+        return {
+            Diagnostic{o.checkpoint_dir,
+                       "rank 0 could not complete the checkpoint of step " + std::to_string(step),
+                       "the previous complete checkpoint is intact"}};
+    }
+    return {};
+  };
+
+  for (int64_t step = start; step <= o.steps; ++step) {
+    inject_fault("step", step, group.rank());
     group.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     std::fill(grads.begin(), grads.end(), 0.0f);
@@ -355,13 +480,20 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     r.peak_memory_gib = group.max(peak_resident_gib());
     result.steps.push_back(r);
     if (on_step) on_step(r);
+    if (o.save_every > 0 && !o.checkpoint_dir.empty() && step % o.save_every == 0) {
+      const auto s0 = std::chrono::steady_clock::now();
+      if (Diagnostics d = save(step); !d.empty()) return d;
+      result.saved.push_back(step);
+      result.save_time_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+    }
   }
   std::vector<double> times;
   for (size_t i = result.steps.size() > 1 ? 1 : 0; i < result.steps.size(); ++i)
     times.push_back(result.steps[i].time_s);
   result.median_step_time_s = median(times);
   result.tokens_per_s = result.median_step_time_s > 0 ? step_tokens / result.median_step_time_s : 0;
-  result.peak_memory_gib = result.steps.back().peak_memory_gib;
+  result.peak_memory_gib = result.steps.empty() ? 0 : result.steps.back().peak_memory_gib;
   return result;
 }
 

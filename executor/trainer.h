@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/parallel_plan.h"
@@ -38,6 +39,15 @@ struct TrainOptions {
   /// instead of one all-reduce.
   bool shard_optimizer = false;
   AdamWConfig adam;
+  /// Checkpoints: every `save_every` steps (0: never) each rank writes its shard of the
+  /// parameters and AdamW moments under checkpoint_dir, and rank 0 the manifest that completes
+  /// the step (executor/checkpoint.h). `resume` starts from the newest complete checkpoint there,
+  /// whatever layout wrote it, and continues to `steps`.
+  std::string checkpoint_dir;
+  int64_t save_every = 0;
+  bool resume = false;
+  /// Describes the data (recorded in checkpoints; a resume with other data is refused).
+  std::string data_name;
 };
 
 struct StepRecord {
@@ -50,7 +60,10 @@ struct StepRecord {
 };
 
 struct TrainResult {
-  std::vector<StepRecord> steps;
+  std::vector<StepRecord> steps;  ///< the steps this run executed (after a resume, from there)
+  int64_t resumed_from = 0;       ///< the checkpoint's step, 0 when starting fresh
+  std::vector<int64_t> saved;     ///< steps checkpointed
+  double save_time_s = 0;         ///< time spent saving, not counted in step times
   int64_t params = 0;
   double median_step_time_s = 0;  ///< over the steps after the first (warm-up)
   double tokens_per_s = 0;        ///< at the median step time

@@ -63,10 +63,13 @@ inline CliRun Parallax(const std::string& args, Streams streams = Streams::kBoth
 }
 
 // Runs `mpirun -np RANKS parallax ARGS` as a user would (allowed as root, oversubscribed on a
-// small machine).
-inline CliRun MpiParallax(int ranks, const std::string& args, Streams streams = Streams::kBoth) {
+// small machine), with `env` (e.g. "NAME=value ") before it.
+inline CliRun MpiParallax(int ranks, const std::string& args, Streams streams = Streams::kBoth,
+                          const std::string& env = "") {
   return RunShell(
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+      env +
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe "
+      "-np " +
       std::to_string(ranks) + " " + Quote(PARALLAX_BINARY) + " " + args + StreamRedirect(streams));
 }
 
