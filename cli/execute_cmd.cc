@@ -26,6 +26,7 @@ struct Opts {
   int64_t warmup = 0;
   bool compare = false;
   std::string checkpoint_dir;
+  double timeout_s = 300;
   int64_t save_every = 0;
   bool resume = false;
 };
@@ -83,7 +84,7 @@ int run(const Opts& o) {
                                      "a small JSON model, e.g. examples/tiny-llama.json"}});
   std::unique_ptr<exec::ProcessGroup> group;
   if (launched_by_mpi()) {
-    auto g = exec::make_mpi_world();
+    auto g = exec::make_mpi_world(o.timeout_s);
     if (!g) return report_errors(g.errors());
     group = std::move(g).value();
   } else {
@@ -296,6 +297,10 @@ void add_execute_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "directory of sharded checkpoints (one step-NNNNNNNN/ per save; a step is "
                   "complete once its manifest.json is written)");
+  cmd->add_option("--timeout", o->timeout_s,
+                  "seconds a rank waits in a collective or for a pipeline message before the "
+                  "job is stopped, naming the ranks that have not arrived (default 300)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--save-every", o->save_every, "save a checkpoint every N steps (0: never)");
   cmd->add_flag("--resume", o->resume,
                 "continue from the newest complete checkpoint in --checkpoint-dir, under this "

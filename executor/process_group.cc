@@ -1,10 +1,14 @@
 #include "executor/process_group.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <list>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #ifdef PARALLAX_HAVE_MPI
@@ -60,16 +64,35 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
+/// MPI ranks of a communicator. Every collective and receive is non-blocking underneath and
+/// waited for against a deadline (the group's time-out): a rank that never arrives does not hang
+/// the job. Each member tells the group's first rank (on a duplicate communicator) the number of
+/// every collective it enters, so when a wait expires the first rank names the members that have
+/// not arrived; then it aborts the job (the others are blocked in MPI and cannot return).
 class MpiGroup final : public ProcessGroup {
  public:
-  explicit MpiGroup(MPI_Comm comm) : comm_(comm) {
+  MpiGroup(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    MPI_Comm_dup(comm_, &side_);
+    arrived_.assign(static_cast<size_t>(size_), 0);
+    MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    MPI_Comm_group(comm_, &mine);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    std::vector<int> local(static_cast<size_t>(size_));
+    for (int i = 0; i < size_; ++i) local[i] = i;
+    world_ranks_.resize(static_cast<size_t>(size_));
+    MPI_Group_translate_ranks(mine, size_, local.data(), world, world_ranks_.data());
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
   }
   ~MpiGroup() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    for (auto& n : notes_) MPI_Request_free(&n.second);
+    MPI_Comm_free(&side_);
+    MPI_Comm_free(&comm_);
   }
   MpiGroup(const MpiGroup&) = delete;
   MpiGroup& operator=(const MpiGroup&) = delete;
@@ -85,28 +108,44 @@ class MpiGroup final : public ProcessGroup {
     PX_CHECK(static_cast<int64_t>(data.size()) == static_cast<int64_t>(out.size()) * size_,
              "reduce-scatter of " << data.size() << " into chunks of " << out.size());
     PX_CHECK(out.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
-    return check(MPI_Reduce_scatter_block(data.data(), out.data(), static_cast<int>(out.size()),
-                                          MPI_FLOAT, MPI_SUM, comm_),
-                 "MPI_Reduce_scatter_block");
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (Diagnostics d =
+            check(MPI_Ireduce_scatter_block(data.data(), out.data(), static_cast<int>(out.size()),
+                                            MPI_FLOAT, MPI_SUM, comm_, &r),
+                  "MPI_Ireduce_scatter_block");
+        !d.empty())
+      return d;
+    return wait_collective(r, "reduce-scatter", data.size());
   }
   Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) override {
     PX_CHECK(static_cast<int64_t>(out.size()) == static_cast<int64_t>(chunk.size()) * size_,
              "all-gather of " << chunk.size() << " into " << out.size());
     PX_CHECK(chunk.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
-    return check(MPI_Allgather(chunk.data(), static_cast<int>(chunk.size()), MPI_FLOAT, out.data(),
-                               static_cast<int>(chunk.size()), MPI_FLOAT, comm_),
-                 "MPI_Allgather");
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (Diagnostics d =
+            check(MPI_Iallgather(chunk.data(), static_cast<int>(chunk.size()), MPI_FLOAT,
+                                 out.data(), static_cast<int>(chunk.size()), MPI_FLOAT, comm_, &r),
+                  "MPI_Iallgather");
+        !d.empty())
+      return d;
+    return wait_collective(r, "all-gather", out.size());
   }
   double max(double v) override {
     double out = v;
-    MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_);
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_, &r);
+    wait_collective(r, "max", 1);
     return out;
   }
-  void barrier() override { MPI_Barrier(comm_); }
+  void barrier() override {
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Ibarrier(comm_, &r);
+    wait_collective(r, "barrier", 0);
+  }
   Diagnostics send(std::span<const float> data, int dest, int tag) override {
     if (Diagnostics d = reap(false); !d.empty()) return d;
     PX_CHECK(data.size() <= static_cast<size_t>(INT_MAX), "message over INT_MAX elements");
-    pending_.push_back({std::vector<float>(data.begin(), data.end()), MPI_REQUEST_NULL});
+    pending_.push_back({std::vector<float>(data.begin(), data.end()), MPI_REQUEST_NULL, dest});
     Pending& p = pending_.back();
     return check(MPI_Isend(p.data.data(), static_cast<int>(p.data.size()), MPI_FLOAT, dest, tag,
                            comm_, &p.request),
@@ -114,12 +153,18 @@ class MpiGroup final : public ProcessGroup {
   }
   Diagnostics recv(std::span<float> data, int src, int tag) override {
     PX_CHECK(data.size() <= static_cast<size_t>(INT_MAX), "message over INT_MAX elements");
-    MPI_Status status;
-    if (Diagnostics d = check(MPI_Recv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, src,
-                                       tag, comm_, &status),
-                              "MPI_Recv");
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (Diagnostics d = check(
+            MPI_Irecv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, src, tag, comm_, &r),
+            "MPI_Irecv");
         !d.empty())
       return d;
+    MPI_Status status;
+    if (!wait(r, &status)) {
+      late("a message of " + std::to_string(data.size()) + " values from rank " +
+           std::to_string(world_ranks_[src]) + ", which has not sent it: rank " +
+           std::to_string(world_ranks_[src]) + " is late");
+    }
     int count = 0;
     MPI_Get_count(&status, MPI_FLOAT, &count);
     if (static_cast<size_t>(count) != data.size())
@@ -136,7 +181,7 @@ class MpiGroup final : public ProcessGroup {
         !d.empty())
       return d;
     MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
-    return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(sub));
+    return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(sub, timeout_s_));
   }
 
  private:
@@ -146,13 +191,101 @@ class MpiGroup final : public ProcessGroup {
     constexpr int64_t kChunk = 1 << 28;
     for (int64_t off = 0; off < n; off += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - off));
-      const int rc = MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * element, count,
-                                   type, MPI_SUM, comm_);
-      if (rc != MPI_SUCCESS)
-        return {Diagnostic{"rank " + std::to_string(rank_),
-                           "MPI_Allreduce failed: " + mpi_error(rc), ""}};
+      MPI_Request r = MPI_REQUEST_NULL;
+      const int rc = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * element, count,
+                                    type, MPI_SUM, comm_, &r);
+      if (Diagnostics d = check(rc, "MPI_Iallreduce"); !d.empty()) return d;
+      if (Diagnostics d = wait_collective(r, "all-reduce", n); !d.empty()) return d;
     }
     return {};
+  }
+
+  /// Tells the group's first rank that this rank entered collective number `seq_`, then waits
+  /// for `r` against the deadline.
+  Diagnostics wait_collective(MPI_Request& r, const char* what, size_t values) {
+    ++seq_;
+    if (rank_ != 0) {
+      notes_.push_back({seq_, MPI_REQUEST_NULL});  // the buffer stays put until sent
+      MPI_Isend(&notes_.back().first, 1, MPI_INT64_T, 0, kArrivalTag, side_, &notes_.back().second);
+    }
+    // A member that times out gives the first rank another period to name the late ranks and
+    // abort; if the first rank stays silent, it is the one that has not arrived.
+    if (!wait(r, nullptr) && (rank_ == 0 || !wait(r, nullptr))) {
+      std::string late_ranks;
+      if (rank_ == 0) {
+        drain_arrivals();
+        for (int i = 1; i < size_; ++i)
+          if (arrived_[i] < seq_)
+            late_ranks += (late_ranks.empty() ? "" : ", ") + std::to_string(world_ranks_[i]);
+      }
+      late(std::string(what) + " #" + std::to_string(seq_) +
+           (values > 0 ? " of " + std::to_string(values) + " values" : std::string()) + " over " +
+           members() +
+           (rank_ == 0 ? ": rank(s) " + late_ranks + " have not arrived"
+                       : ": rank " + std::to_string(world_ranks_[0]) +
+                             " (the group's first) has not arrived"));
+    }
+    return {};
+  }
+
+  /// Waits for `r` until the time-out; false when it expired.
+  bool wait(MPI_Request& r, MPI_Status* status) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      MPI_Test(&r, &done, status ? status : MPI_STATUS_IGNORE);
+      if (done) break;
+      if (rank_ == 0) drain_arrivals();
+      if ((spins & 1023) == 1023) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::yield();
+      }
+    }
+    if (rank_ != 0) reap_notes();
+    return true;
+  }
+
+  /// Rank 0 of the group: records which collective each member has entered.
+  void drain_arrivals() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, kArrivalTag, side_, &flag, &st);
+      if (!flag) return;
+      int64_t seq = 0;
+      MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kArrivalTag, side_, MPI_STATUS_IGNORE);
+      arrived_[st.MPI_SOURCE] = std::max(arrived_[st.MPI_SOURCE], seq);
+    }
+  }
+  void reap_notes() {
+    std::erase_if(notes_, [](std::pair<int64_t, MPI_Request>& n) {
+      int done = 0;
+      MPI_Test(&n.second, &done, MPI_STATUS_IGNORE);
+      return done != 0;
+    });
+  }
+  std::string members() const {
+    std::string m = "ranks {";
+    for (int i = 0; i < size_; ++i) m += (i ? ", " : "") + std::to_string(world_ranks_[i]);
+    return m + "}";
+  }
+  /// Reports the expired wait on stderr in one write and aborts the job.
+  [[noreturn]] void late(const std::string& what) {
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    const std::string line = "error: rank " + std::to_string(world_rank) + ": waited " +
+                             format_seconds(timeout_s_) + " for " + what +
+                             " (hint: --timeout sets the limit)\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    std::abort();
+  }
+  static std::string format_seconds(double s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.0f s", s);
+    return b;
   }
   Diagnostics check(int rc, const char* call) const {
     if (rc == MPI_SUCCESS) return {};
@@ -162,24 +295,34 @@ class MpiGroup final : public ProcessGroup {
   /// Frees the copies of delivered sends (all of them, waiting, when `all`).
   Diagnostics reap(bool all) {
     for (auto it = pending_.begin(); it != pending_.end();) {
-      int done = 0;
-      const int rc = all ? MPI_Wait(&it->request, MPI_STATUS_IGNORE)
-                         : MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
-      if (Diagnostics d = check(rc, all ? "MPI_Wait" : "MPI_Test"); !d.empty()) return d;
-      if (all || done) {
+      if (all) {
+        if (!wait(it->request, nullptr))
+          late("rank " + std::to_string(world_ranks_[it->dest]) + " to receive a message");
         it = pending_.erase(it);
-      } else {
-        ++it;
+        continue;
       }
+      int done = 0;
+      if (Diagnostics d = check(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+          !d.empty())
+        return d;
+      it = done ? pending_.erase(it) : std::next(it);
     }
     return {};
   }
   struct Pending {
     std::vector<float> data;
     MPI_Request request;
+    int dest = 0;
   };
-  MPI_Comm comm_;
+  static constexpr int kArrivalTag = 1;
+  MPI_Comm comm_, side_ = MPI_COMM_NULL;
+  double timeout_s_;
   int rank_ = 0, size_ = 1;
+  int64_t seq_ = 0;               // collectives this rank has entered on this group
+  std::vector<int64_t> arrived_;  // rank 0: the newest collective each member has entered
+  std::vector<int> world_ranks_;
+  // Arrival notes in flight, with their values (a list: neither may move until sent).
+  std::list<std::pair<int64_t, MPI_Request>> notes_;
   std::list<Pending> pending_;  // a list: requests must not move while in flight
 };
 #endif
@@ -188,7 +331,7 @@ class MpiGroup final : public ProcessGroup {
 
 std::unique_ptr<ProcessGroup> make_local_group() { return std::make_unique<LocalGroup>(); }
 
-Result<std::unique_ptr<ProcessGroup>> make_mpi_world() {
+Result<std::unique_ptr<ProcessGroup>> make_mpi_world(double timeout_s) {
 #ifdef PARALLAX_HAVE_MPI
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -201,7 +344,7 @@ Result<std::unique_ptr<ProcessGroup>> make_mpi_world() {
   const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   if (rc != MPI_SUCCESS) return Diagnostic{"mpi", "MPI_Comm_dup failed: " + mpi_error(rc), ""};
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(comm));
+  return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(comm, timeout_s));
 #else
   return Diagnostic{"mpi", "this build has no MPI", "install OpenMPI (libopenmpi-dev) and rebuild"};
 #endif

@@ -41,7 +41,9 @@ class ProcessGroup {
 /// One process, no communication.
 std::unique_ptr<ProcessGroup> make_local_group();
 /// Every rank of an MPI job (initialises MPI when needed, finalises it at exit); fails when
-/// built without MPI.
-Result<std::unique_ptr<ProcessGroup>> make_mpi_world();
+/// built without MPI. A collective or receive (of this group or of any group split from it)
+/// that has not completed after `timeout_s` seconds is reported on stderr, naming the ranks that
+/// have not arrived, and the job is aborted (exit code 3) instead of hanging.
+Result<std::unique_ptr<ProcessGroup>> make_mpi_world(double timeout_s = 300);
 
 }  // namespace parallax::exec

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <thread>
 #include <utility>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -121,15 +122,17 @@ int pipeline_tag(int64_t mb, int vs, int stages, int dir) {
   return static_cast<int>(((mb % 64) * stages + vs) * 2 + dir);
 }
 
-/// Fault injection for the checkpoint tests: PARALLAX_FAULT=kill:<where>:<step>:<rank> makes that
-/// rank SIGKILL itself at the start of that step ("step") or of its part of that step's
-/// checkpoint ("save"), as a crashed node would stop.
+/// Fault injection for the fault tests: PARALLAX_FAULT=<what>:<where>:<step>:<rank> makes that
+/// rank, at the start of that step ("step") or of its part of that step's checkpoint ("save"),
+/// SIGKILL itself ("kill", as a crashed node stops) or stop answering ("hang", as a stuck one).
 void inject_fault(const char* where, int64_t step, int rank) {
   static const char* spec = std::getenv("PARALLAX_FAULT");
   if (spec == nullptr) return;
-  const std::string want =
-      std::string("kill:") + where + ":" + std::to_string(step) + ":" + std::to_string(rank);
-  if (want == spec) std::raise(SIGKILL);
+  const std::string at =
+      std::string(":") + where + ":" + std::to_string(step) + ":" + std::to_string(rank);
+  if ("kill" + at == spec) std::raise(SIGKILL);
+  if ("hang" + at == spec)
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 }  // namespace
