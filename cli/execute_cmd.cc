@@ -9,6 +9,7 @@
 #include "core/text.h"
 #include "core/units.h"
 #include "executor/data.h"
+#include "executor/generate.h"
 #include "executor/model.h"
 #include "executor/process_group.h"
 #include "executor/trainer.h"
@@ -26,6 +27,9 @@ struct Opts {
   int64_t warmup = 0;
   bool compare = false;
   std::string checkpoint_dir;
+  std::string mode = "train", prompt = "Four score and seven years ago";
+  int64_t max_new_tokens = 32;
+  double temperature = 0;
   double timeout_s = 300;
   int64_t save_every = 0;
   bool resume = false;
@@ -74,6 +78,83 @@ double available_gib() {
   return out;
 }
 
+/// Bytes as text, with the unprintable ones escaped.
+std::string printable(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t t : ids) {
+    if (t >= 32 && t < 127) {
+      s += static_cast<char>(t);
+    } else if (t == '\n') {
+      s += "\\n";
+    } else {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", t & 0xff);
+      s += b;
+    }
+  }
+  return s;
+}
+
+/// --mode generate: the prompt (byte-level tokens), gbs copies of it, through prefill and
+/// KV-cached decode under tp x pp.
+template <typename Fail>
+int run_generate(const Opts& o, const ResolvedRun& run, const exec::ModelShape& shape,
+                 exec::ProcessGroup& group, Fail&& fail) {
+  const ParallelPlan& plan = run.plan;
+  if (plan.dp != 1 || plan.cp != 1)
+    return fail({Diagnostic{plan.cp != 1 ? "--cp" : "--dp",
+                            "generation runs under tp and pp only (dp=" + std::to_string(plan.dp) +
+                                ", cp=" + std::to_string(plan.cp) + ")",
+                            "--gpus = tp * pp"}});
+  exec::GenerateOptions g;
+  g.tp = plan.tp;
+  g.pp = plan.pp;
+  g.max_new_tokens = o.max_new_tokens;
+  g.temperature = o.temperature;
+  g.seed = o.seed;
+  g.checkpoint_dir = o.checkpoint_dir;
+  const std::vector<int32_t> prompt = exec::byte_tokens(o.prompt);
+  const std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(plan.global_batch), prompt);
+  auto r = exec::generate(shape, prompts, g, group);
+  if (!r) return fail(r.errors());
+  if (group.rank() != 0) return 0;
+  if (o.format == "table") {
+    std::printf(
+        "generating with %s on %d rank%s: tp%d pp%d, %lld prompt%s of %zu tokens, %lld new "
+        "tokens each, %s\n",
+        run.model.name.c_str(), group.size(), group.size() == 1 ? "" : "s", plan.tp, plan.pp,
+        static_cast<long long>(prompts.size()), prompts.size() == 1 ? "" : "s", prompt.size(),
+        static_cast<long long>(o.max_new_tokens),
+        r->checkpoint_step > 0
+            ? ("weights of the checkpoint of step " + std::to_string(r->checkpoint_step)).c_str()
+            : "untrained weights (no --checkpoint-dir)");
+    std::printf(
+        "  time to first token %.2f ms, time per output token %.2f ms, %.0f tokens/s, "
+        "peak memory %.3f GiB per rank\n",
+        1e3 * r->ttft_s, 1e3 * r->tpot_s, r->tokens_per_s, r->peak_memory_gib);
+    for (size_t b = 0; b < r->tokens.size(); ++b)
+      std::printf("  [%zu] %s|%s\n", b, printable(prompt).c_str(), printable(r->tokens[b]).c_str());
+    return 0;
+  }
+  Json texts = Json::array(), ids = Json::array();
+  for (const auto& t : r->tokens) {
+    texts.push_back(printable(t));
+    ids.push_back(t);
+  }
+  Json j = {{"mode", "generate"},
+            {"model", run.model.name},
+            {"ranks", group.size()},
+            {"checkpoint_step", r->checkpoint_step},
+            {"ttft_s", r->ttft_s},
+            {"tpot_s", r->tpot_s},
+            {"tokens_per_s", r->tokens_per_s},
+            {"peak_memory_gib", r->peak_memory_gib},
+            {"texts", texts},
+            {"tokens", ids}};
+  std::cout << j.dump(2) << "\n";
+  return 0;
+}
+
 int run(const Opts& o) {
   if (o.backend != "cpu") {
     return report_errors({Diagnostic{"--backend", "the " + o.backend + " executor is not built yet",
@@ -107,7 +188,7 @@ int run(const Opts& o) {
     if (f.pp == kUnset) f.pp = 1;
     if (f.seq == kUnset) f.seq = 128;
     if (f.mbs == kUnset) f.mbs = 1;
-    if (f.gbs == kUnset) f.gbs = 4 * group->size();
+    if (f.gbs == kUnset) f.gbs = o.mode == "generate" ? 1 : 4 * group->size();
     if (f.recompute.empty()) f.recompute = "none";
     if (f.zero == kUnset) f.zero = 0;
     if (f.sp == -1) f.sp = 0;
@@ -149,6 +230,8 @@ int run(const Opts& o) {
                     "the plan has " + std::to_string(plan.gpus()) + " ranks (tp*pp*dp*cp), " +
                         "the job " + std::to_string(group->size()),
                     "launch with mpirun -np " + std::to_string(plan.gpus())}});
+
+  if (o.mode == "generate") return run_generate(o, *resolved, *shape, *group, fail);
 
   // Data: synthetic, or a text file through the byte-level tokenizer.
   exec::TokenSource data = exec::TokenSource::synthetic(shape->vocab, o.seed + 1);
@@ -297,6 +380,16 @@ void add_execute_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "directory of sharded checkpoints (one step-NNNNNNNN/ per save; a step is "
                   "complete once its manifest.json is written)");
+  cmd->add_option("--mode", o->mode,
+                  "train (default), or generate: prefill --prompt and decode --max-new-tokens "
+                  "with a KV cache under tp and pp (--gbs prompts; weights from the newest "
+                  "checkpoint in --checkpoint-dir)")
+      ->check(CLI::IsMember({"train", "generate"}));
+  cmd->add_option("--prompt", o->prompt, "generate: the prompt text (byte-level tokens)");
+  cmd->add_option("--max-new-tokens", o->max_new_tokens, "generate: tokens to decode (default 32)");
+  cmd->add_option("--temperature", o->temperature,
+                  "generate: 0 = greedy (default), else sample softmax(logits / T)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--timeout", o->timeout_s,
                   "seconds a rank waits in a collective or for a pipeline message before the "
                   "job is stopped, naming the ranks that have not arrived (default 300)")

@@ -331,6 +331,33 @@ class MpiGroup final : public ProcessGroup {
 
 std::unique_ptr<ProcessGroup> make_local_group() { return std::make_unique<LocalGroup>(); }
 
+Result<RankGroups> split_groups(ProcessGroup& world, int tp, int cp, int pp) {
+  PX_CHECK(tp >= 1 && cp >= 1 && pp >= 1 && world.size() % (tp * cp * pp) == 0,
+           "tp=" << tp << " cp=" << cp << " pp=" << pp << " over " << world.size() << " ranks");
+  ParallelPlan layout;
+  layout.tp = tp;
+  layout.cp = cp;
+  layout.pp = pp;
+  layout.dp = world.size() / (tp * cp * pp);
+  const RankMap ranks(layout, tp);
+  RankGroups g;
+  g.me = ranks.coords(world.rank());
+  g.dp = layout.dp;
+  const RankCoords& me = g.me;
+  // Each group is named by its member with the group's own coordinates at zero.
+  const std::pair<std::unique_ptr<ProcessGroup>*, std::pair<int, int>> splits[] = {
+      {&g.tp, {ranks.rank_of(0, me.cp, me.dp, me.pp), me.tp}},
+      {&g.cp, {ranks.rank_of(me.tp, 0, me.dp, me.pp), me.cp}},
+      {&g.data, {ranks.rank_of(me.tp, 0, 0, me.pp), me.dp * cp + me.cp}},
+      {&g.pp, {ranks.rank_of(me.tp, me.cp, me.dp, 0), me.pp}}};
+  for (const auto& [out, color_key] : splits) {
+    auto sub = world.split(color_key.first, color_key.second);
+    if (!sub) return sub.errors();
+    *out = std::move(sub).value();
+  }
+  return g;
+}
+
 Result<std::unique_ptr<ProcessGroup>> make_mpi_world(double timeout_s) {
 #ifdef PARALLAX_HAVE_MPI
   int initialized = 0;

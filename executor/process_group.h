@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "core/rank_map.h"
 #include "core/result.h"
 
 namespace parallax::exec {
@@ -37,6 +38,18 @@ class ProcessGroup {
   /// by `key`: the tensor- or data-parallel group of a layout.
   virtual Result<std::unique_ptr<ProcessGroup>> split(int color, int key) = 0;
 };
+
+/// A rank's coordinates in a tp x cp x dp x pp layout (core's RankMap: tp fastest) and its
+/// groups: tensor-, context- and pipeline-parallel, and the data group (dp x cp), which reduces
+/// gradients and shards a distributed optimizer, as Megatron's does.
+struct RankGroups {
+  RankCoords me;
+  int dp = 1;
+  std::unique_ptr<ProcessGroup> tp, cp, data, pp;
+};
+
+/// Splits `world` (tp * cp * dp * pp ranks; tp * cp * pp must divide its size).
+Result<RankGroups> split_groups(ProcessGroup& world, int tp, int cp, int pp);
 
 /// One process, no communication.
 std::unique_ptr<ProcessGroup> make_local_group();

@@ -141,31 +141,14 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                           ProcessGroup& group,
                           const std::function<void(const StepRecord&)>& on_step) {
   if (Diagnostics d = check_options(shape, data, o, group.size()); !d.empty()) return d;
-  // Coordinates and groups from the one rank map (tp fastest, then dp, then pp).
-  ParallelPlan layout;
-  layout.tp = o.tp;
-  layout.pp = o.pp;
-  layout.cp = o.cp;
-  layout.vpp = o.vpp;
-  layout.dp = group.size() / (o.tp * o.pp * o.cp);
-  const RankMap ranks(layout, o.tp);
-  const RankCoords me = ranks.coords(group.rank());
-  const int dp = layout.dp, pp = o.pp, vpp = o.vpp, stages = pp * vpp;
-  // Each group is named by its member with the group's own coordinates at zero. The data group
-  // (dp x cp) reduces gradients and shards the distributed optimizer, as Megatron's does.
-  auto split = [&](int color, int key) { return group.split(color, key); };
-  auto tp_split = split(ranks.rank_of(0, me.cp, me.dp, me.pp), me.tp);
-  if (!tp_split) return tp_split.errors();
-  auto cp_split = split(ranks.rank_of(me.tp, 0, me.dp, me.pp), me.cp);
-  if (!cp_split) return cp_split.errors();
-  auto data_split = split(ranks.rank_of(me.tp, 0, 0, me.pp), me.dp * o.cp + me.cp);
-  if (!data_split) return data_split.errors();
-  auto pp_split = split(ranks.rank_of(me.tp, me.cp, me.dp, 0), me.pp);
-  if (!pp_split) return pp_split.errors();
-  ProcessGroup& tp_group = **tp_split;
-  ProcessGroup& cp_group = **cp_split;
-  ProcessGroup& dp_group = **data_split;
-  ProcessGroup& pp_group = **pp_split;
+  auto groups = split_groups(group, o.tp, o.cp, o.pp);
+  if (!groups) return groups.errors();
+  const RankCoords me = groups->me;
+  const int dp = groups->dp, pp = o.pp, vpp = o.vpp, stages = pp * vpp;
+  ProcessGroup& tp_group = *groups->tp;
+  ProcessGroup& cp_group = *groups->cp;
+  ProcessGroup& dp_group = *groups->data;
+  ProcessGroup& pp_group = *groups->pp;
   const int data_rank = dp_group.rank(), data_size = dp_group.size();
   const int64_t local_seq = o.seq / o.cp;  // this rank's positions of each sequence
 

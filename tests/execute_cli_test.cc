@@ -181,6 +181,41 @@ TEST(ExecuteCli, AStuckRankIsNamedInsteadOfHanging) {
   EXPECT_TRUE(Has(r, "rank 0 (the group's first) has not arrived")) << r;
 }
 
+// --mode generate: greedy decoding of a trained checkpoint gives the same text on one rank, under
+// tp2 and under pp2; times are reported.
+TEST(ExecuteCli, GeneratesTheSameTextUnderTensorAndPipelineParallelism) {
+  ScratchDir dir;
+  const std::string text = std::string(PARALLAX_SOURCE_DIR) + "/examples/data/gettysburg.txt";
+  const std::string model =
+      " --model " + Quote(tiny_model(dir)) + " --checkpoint-dir " + Quote(dir.file("ckpt"));
+  const CliRun train = Parallax("execute" + model + " --data " + Quote(text) +
+                                " --gbs 8 --seq 64 --steps 10 --lr 1e-2 --save-every 10");
+  ASSERT_EQ(train.exit_code, 0) << train;
+  const std::string gen = "execute" + model +
+                          " --mode generate --gbs 2 --max-new-tokens 16 "
+                          "--format json";
+  const CliRun one = Parallax(gen, Streams::kStdoutOnly);
+  ASSERT_EQ(one.exit_code, 0) << one;
+  const Json a = ParseOrFail(one.out, "generate");
+  EXPECT_EQ(a["checkpoint_step"], 10);
+  ASSERT_EQ(a["tokens"].size(), 2u);
+  EXPECT_EQ(a["tokens"][0].size(), 16u);
+  EXPECT_GT(a["ttft_s"].get<double>(), 0);
+  EXPECT_GT(a["tpot_s"].get<double>(), 0);
+  EXPECT_GT(a["tokens_per_s"].get<double>(), 0);
+  if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
+  for (const char* layout : {" --gpus 2 --tp 2", " --gpus 2 --pp 2"}) {
+    const CliRun r = mpirun2(gen + layout);
+    if (r.exit_code != 0 && Has(mpirun2(gen + layout, Streams::kBoth), "this build has no MPI"))
+      GTEST_SKIP() << "built without MPI";
+    ASSERT_EQ(r.exit_code, 0) << mpirun2(gen + layout, Streams::kBoth);
+    EXPECT_EQ(ParseOrFail(r.out, layout)["tokens"], a["tokens"]) << layout;
+  }
+  const CliRun dp = mpirun2(gen + " --gpus 2", Streams::kBoth);
+  EXPECT_NE(dp.exit_code, 0);
+  EXPECT_TRUE(Has(dp, "generation runs under tp and pp only")) << dp;
+}
+
 TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   ScratchDir dir;
   const std::string model = " --model " + Quote(tiny_model(dir));
