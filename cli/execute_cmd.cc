@@ -40,10 +40,11 @@ Diagnostics unsupported(const ParallelPlan& p) {
   Diagnostics d;
   auto not_yet = [&](const char* flag, int64_t v) {
     if (v > 1)
-      d.push_back({flag, std::string(flag + 2) + "=" + std::to_string(v) + " is not executed yet",
-                   "the executor runs data, tensor, pipeline and context parallelism so far"});
+      d.push_back(
+          {flag, std::string(flag + 2) + "=" + std::to_string(v) + " is not executed yet",
+           "the executor runs data, tensor, pipeline, context and expert parallelism (etp 1)"});
   };
-  not_yet("--ep", p.ep);
+  not_yet("--etp", p.etp);
   if (p.zero_stage > 1 || p.fsdp)
     d.push_back({p.fsdp ? "--fsdp" : "--zero",
                  "sharding gradients or parameters (ZeRO-2/3, FSDP) is not executed yet",
@@ -216,6 +217,15 @@ int run(const Opts& o) {
                    "cp=" + std::to_string(plan.cp) + " must divide the sequence length " +
                        std::to_string(plan.seq_len),
                    "each context-parallel rank holds an equal slice of positions"});
+  if (shape && plan.ep > 1 && (shape->moe.experts == 0 || shape->moe.experts % plan.ep != 0))
+    bad.push_back({"--ep",
+                   "ep=" + std::to_string(plan.ep) + " must divide the experts (" +
+                       std::to_string(shape->moe.experts) + ")",
+                   shape->moe.experts == 0 ? "expert parallelism needs a MoE model" : ""});
+  if (plan.ep > 1 && plan.zero_stage == 1)
+    bad.push_back({"--zero",
+                   "the distributed optimizer with expert parallelism is not executed yet",
+                   "--zero 0 with --ep"});
   if (plan.schedule == ScheduleKind::kZeroBubbleH1)
     bad.push_back(
         {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
@@ -274,6 +284,7 @@ int run(const Opts& o) {
   t.tp = plan.tp;
   t.pp = plan.pp;
   t.cp = plan.cp;
+  t.ep = plan.ep;
   t.vpp = plan.vpp;
   t.schedule = plan.schedule;
   t.shard_optimizer = plan.zero_stage == 1;

@@ -1,14 +1,14 @@
-// Transformer<T>: the layout of the flat parameter buffer, deterministic initialisation, and the
-// forward and backward passes, composed from the operators of model_ops.h. GEMMs go through
-// Eigen maps over the flat buffers, so parameters and gradients are never copied.
+// Transformer<T>'s forward and backward passes (whole model or pipeline stage), composed from the
+// operators of model_ops.h and the routed experts of moe.h. GEMMs go through Eigen maps over the
+// flat buffers, so parameters and gradients are never copied. The layout and initialisation are
+// in model_layout.cc.
 
 #include "executor/model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <numbers>
-#include <random>
+#include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -16,78 +16,19 @@
 #include <vector>
 
 #include "executor/model_ops.h"  // also Eigen, with the alignment every user here must share
+#include "executor/moe.h"
 
 namespace parallax::exec {
-
-Result<ModelShape> executable_shape(const ModelSpec& m) {
-  const std::string where = m.name.empty() ? std::string("model") : m.name;
-  Diagnostics d = validate_model(m, where);
-  const char* hint = "the executor runs dense Llama-style decoders (GQA, RoPE, SwiGLU)";
-  if (m.moe) d.push_back({where + "/moe", "MoE layers are not executed yet", hint});
-  if (m.mla)
-    d.push_back({where + "/mla", "MLA (multi-head latent attention) is not executed yet", hint});
-  if (m.ffn_act != FfnAct::kSwiglu)
-    d.push_back({where + "/ffn_act", "only SwiGLU MLPs are executed, got gelu", hint});
-  if (!m.mla && m.head_dim % 2 != 0)
-    d.push_back({where + "/head_dim",
-                 "rotary embeddings need an even head_dim, got " + std::to_string(m.head_dim), ""});
-  if (!d.empty()) return d;
-  ModelShape s;
-  s.layers = m.layers;
-  s.hidden = m.hidden;
-  s.heads = m.heads;
-  s.kv_heads = m.kv_heads;
-  s.head_dim = m.head_dim;
-  s.ffn_hidden = m.ffn_hidden;
-  s.vocab = m.vocab;
-  s.tied_embeddings = m.tied_embeddings;
-  return s;  // rope_theta and norm_eps keep their defaults: ModelSpec does not record them
-}
 
 namespace {
 
 using ops::RowMatrix;
 
-// The tensors of one block, in layout order: block i's tensor t is layout()[1 + 9 i + t].
-enum class BlockTensor { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kWGate, kWUp, kWDown };
-constexpr int64_t kPerBlock = 9;
-constexpr const char* kBlockTensorNames[kPerBlock] = {"attn_norm", "wq",     "wk",   "wv",    "wo",
-                                                      "mlp_norm",  "w_gate", "w_up", "w_down"};
+using detail::BlockSlots;
 
 // Logits are computed this many entries at a time (rows of vocab), so that a large vocabulary
 // does not hold tokens x vocab floats at once.
 constexpr int64_t kLogitChunk = int64_t{1} << 21;
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-/// Standard normal samples by Box-Muller over std::mt19937_64, whose output sequence the C++
-/// standard fixes (std::normal_distribution's algorithm is left to the library).
-class NormalSampler {
- public:
-  explicit NormalSampler(uint64_t seed) : rng_(seed) {}
-  double operator()() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double u1 = uniform(), u2 = uniform();
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    spare_ = r * std::sin(2 * std::numbers::pi * u2);
-    has_spare_ = true;
-    return r * std::cos(2 * std::numbers::pi * u2);
-  }
-
- private:
-  double uniform() { return (static_cast<double>(rng_() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
-  std::mt19937_64 rng_;
-  double spare_ = 0;
-  bool has_spare_ = false;
-};
 
 template <typename T>
 Eigen::Map<const RowMatrix<T>> mat(std::span<const T> buf, const TensorSlot& s) {
@@ -101,6 +42,13 @@ template <typename S>
 std::span<S> vec(std::span<S> buf, const TensorSlot& s) {
   return buf.subspan(static_cast<size_t>(s.offset), static_cast<size_t>(s.size()));
 }
+/// A MoE layer's router and this rank's experts in `buf` (parameters or gradients).
+template <typename S>
+auto moe_weights(std::span<S> buf, const std::vector<TensorSlot>& layout, const BlockSlots& b) {
+  auto at = [&](int64_t i) { return mat(buf, layout[static_cast<size_t>(i)]); };
+  return MoeWeights<decltype(at(0))>{at(b.router), at(b.experts_gate), at(b.experts_up),
+                                     at(b.experts_down)};
+}
 
 }  // namespace
 
@@ -112,8 +60,9 @@ struct BlockActs {
   RowMatrix<T> x_attn, x_mlp;  // the block's inputs to its two norms (training only)
   RowMatrix<T> q, k, v;        // after rotary embedding
   RowMatrix<T> attn;           // attention output, before wo
-  RowMatrix<T> gate, up;       // before SwiGLU
+  RowMatrix<T> gate, up;       // dense MLP or shared experts, before SwiGLU
   std::vector<T> rstd_attn, rstd_mlp, lse;
+  MoeActs<T> moe;  // routed experts
 };
 
 template <typename T>
@@ -132,29 +81,39 @@ class Pass {
   Pass(const Transformer<T>& model, const PassInput<T>& in);
 
   /// Embedding (or `input`, the previous stage's output), blocks and, on the head stage, the
-  /// final norm.
-  void forward(std::span<const T> input = {});
+  /// final norm. grad_scale weighs the load-balancing losses in the backward.
+  void forward(std::span<const T> input = {}, T grad_scale = T(0));
   /// The summed loss; with `grads` (training), also the gradient of the final norm's output,
   /// scaled by grad_scale, and the output layer's (or tied embedding's) gradient.
   double head(T grad_scale, std::span<T> grads, std::span<double> row_losses);
+  /// batch * full_seq * the stage's load-balancing losses on cp rank 0, else 0 (after forward).
+  double aux() const { return cp_.rank == 0 ? static_cast<double>(moe_tokens()) * aux_ : 0.0; }
   /// From the final norm (head() must have run with grads) or from `d_output` down to the
   /// embedding or the stage's input.
   void backward(std::span<T> grads, std::span<const T> d_output = {});
+  /// The routing of the forward (training passes keep every layer's).
+  Routing routing() const;
   const StageRange& stage() const { return stage_; }
   /// The residual stream: the stage's output after forward, its input gradient after backward.
   std::span<const T> stream() const { return {h_.data(), static_cast<size_t>(h_.size())}; }
 
  private:
-  const TensorSlot& slot(int64_t layer, BlockTensor t) const {
-    return layout_[static_cast<size_t>(block_base_ + kPerBlock * (layer - stage_.first_layer) +
-                                       static_cast<int64_t>(t))];
+  const TensorSlot& at(int64_t index) const { return layout_[static_cast<size_t>(index)]; }
+  const BlockSlots& block(int64_t layer) const {
+    return blocks_[static_cast<size_t>(layer - stage_.first_layer)];
   }
-  const TensorSlot& final_norm() const {
-    return layout_[static_cast<size_t>(block_base_ +
-                                       kPerBlock * (stage_.end_layer - stage_.first_layer))];
+  // Tokens of the microbatch over the context-parallel group.
+  int64_t moe_tokens() const { return n_ * cp_.size; }
+  MoeConfig moe_config() const {
+    const MoeShape& m = shape_.moe;
+    return {m.experts, m.top_k, m.expert_ffn_hidden, shape_.hidden, m.aux_loss_coeff, moe_tokens()};
   }
   void forward_block(int64_t layer, BlockActs<T>& a);
-  void backward_mlp(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
+  /// h += swiglu(xn w_gate, xn w_up) w_down, summed over the tensor-parallel group.
+  void forward_mlp(const BlockSlots& b, BlockActs<T>& a);
+  void backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
+  /// Given h_ = d/d(MLP output) and xn_ = the MLP's input: its weights' gradients, and d_xn_.
+  void backward_mlp(const BlockSlots& b, const BlockActs<T>& a, std::span<T> grads);
   void backward_attention(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
 
   /// Sums a block's partial output (or input gradient) over the tensor-parallel group.
@@ -171,9 +130,11 @@ class Pass {
   const ModelShape& shape_;
   const TensorParallel<T>& tp_;
   const ContextParallel<T>& cp_;
+  const ExpertParallel<T>& ep_;
   const StageRange& stage_;
-  const int64_t block_base_;              // layout index of the stage's first block tensor
-  const int64_t heads_, kv_heads_, ffn_;  // this rank's shard of the blocks
+  const std::vector<BlockSlots>& blocks_;  // the stage's blocks' tensors
+  const int64_t final_norm_;               // in layout_, on the head stage
+  const int64_t heads_, kv_heads_;         // this rank's share of the attention heads
   const std::vector<TensorSlot>& layout_;
   const PassInput<T> in_;
   const int64_t n_;  // tokens in the batch: batch * seq rows
@@ -189,6 +150,13 @@ class Pass {
   // Context parallelism: gathered K, V, their gradients, and the rank-ordered staging buffer.
   RowMatrix<T> k_all_, v_all_, dk_all_, dv_all_, cp_buf_;
   std::vector<T> rstd_;
+  // MoE: the routed experts' output (forward) or input gradient (backward); the sum of the
+  // stage's load-balancing losses; the backward's weight on them; no router statistics to sum
+  // without context parallelism.
+  RowMatrix<T> moe_out_;
+  double aux_ = 0;
+  T grad_scale_ = 0;
+  const std::function<void(std::span<T>)> no_stats_;
 };
 
 template <typename T>
@@ -196,11 +164,12 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
     : shape_(model.shape()),
       tp_(model.tensor_parallel()),
       cp_(model.context_parallel()),
+      ep_(model.expert_parallel()),
       stage_(model.stage()),
-      block_base_(model.layout().front().name == "embed" ? 1 : 0),
+      blocks_(model.blocks_),
+      final_norm_(model.final_norm_),
       heads_(shape_.heads / tp_.size),
       kv_heads_(shape_.kv_heads / tp_.size),
-      ffn_(shape_.ffn_hidden / tp_.size),
       layout_(model.layout()),
       in_(in),
       n_(in.batch * in.seq),
@@ -221,7 +190,7 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
            "tokens has " << in.tokens.size()
                          << " ids, want batch * (seq + 1) = " << in.batch * (in.seq + 1));
   const int64_t h = shape_.hidden, q_cols = heads_ * shape_.head_dim,
-                kv_cols = kv_heads_ * shape_.head_dim, f = ffn_;
+                kv_cols = kv_heads_ * shape_.head_dim;
   inputs_.resize(static_cast<size_t>(n_));
   targets_.resize(static_cast<size_t>(n_));
   for (int64_t b = 0; b < in.batch; ++b) {
@@ -232,9 +201,9 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
   }
   for (int32_t t : in.tokens)
     PX_CHECK(t >= 0 && t < shape_.vocab, "token " << t << " outside [0, " << shape_.vocab << ")");
-  acts_.resize(in.train ? static_cast<size_t>(stage_.end_layer - stage_.first_layer) : 1);
+  acts_.resize(in.train ? blocks_.size() : 1);
   const auto rows = static_cast<size_t>(n_);
-  for (BlockActs<T>& a : acts_) {
+  for (BlockActs<T>& a : acts_) {  // the MLP's activations are sized per block, in forward
     if (in.train) {
       a.x_attn.resize(n_, h);
       a.x_mlp.resize(n_, h);
@@ -243,26 +212,25 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
     a.k.resize(n_, kv_cols);
     a.v.resize(n_, kv_cols);
     a.attn.resize(n_, q_cols);
-    a.gate.resize(n_, f);
-    a.up.resize(n_, f);
     a.rstd_attn.resize(rows);
     a.rstd_mlp.resize(rows);
     a.lse.resize(rows * static_cast<size_t>(heads_));
   }
   for (RowMatrix<T>* m : {&h_, &xf_, &xn_}) m->resize(n_, h);
+  if (std::any_of(blocks_.begin(), blocks_.end(),
+                  [](const BlockSlots& b) { return b.router >= 0; }))
+    moe_out_.resize(n_, h);
   if (cp_.size > 1) {
     for (RowMatrix<T>* m : {&k_all_, &v_all_, &cp_buf_}) m->resize(n_ * cp_.size, kv_cols);
     if (in.train)
       for (RowMatrix<T>* m : {&dk_all_, &dv_all_}) m->resize(n_ * cp_.size, kv_cols);
   }
-  act_.resize(n_, f);
   rstd_final_.resize(rows);
   rstd_.resize(rows);
   if (!in.train) return;
   for (RowMatrix<T>* m : {&x_final_, &d_xn_}) m->resize(n_, h);
   for (RowMatrix<T>* m : {&d_q_, &d_attn_}) m->resize(n_, q_cols);
   for (RowMatrix<T>* m : {&d_k_, &d_v_}) m->resize(n_, kv_cols);
-  for (RowMatrix<T>* m : {&d_act_, &d_gate_, &d_up_}) m->resize(n_, f);
 }
 
 template <typename T>
@@ -290,7 +258,9 @@ void Pass<T>::cp_scatter(const RowMatrix<T>& full, RowMatrix<T>& local) {
 }
 
 template <typename T>
-void Pass<T>::forward(std::span<const T> input) {
+void Pass<T>::forward(std::span<const T> input, T grad_scale) {
+  grad_scale_ = grad_scale;
+  aux_ = 0;
   if (stage_.embed) {
     const auto embed = mat(in_.params, layout_.front());
     for (int64_t r = 0; r < n_; ++r) h_.row(r) = embed.row(inputs_[r]);
@@ -303,20 +273,21 @@ void Pass<T>::forward(std::span<const T> input) {
     forward_block(l, acts_[in_.train ? l - stage_.first_layer : 0]);
   if (!stage_.head) return;
   if (in_.train) x_final_ = h_;
-  ops::rms_norm_forward<T>(h_, vec(in_.params, final_norm()), eps_, xf_, rstd_final_);
+  ops::rms_norm_forward<T>(h_, vec(in_.params, at(final_norm_)), eps_, xf_, rstd_final_);
 }
 
 // h += attention(rope(norm(h) wq), rope(norm(h) wk), norm(h) wv) wo;
-// h += swiglu(norm(h) w_gate, norm(h) w_up) w_down   (rows are tokens: x W throughout).
+// h += swiglu(norm(h) w_gate, norm(h) w_up) w_down, or in a MoE layer
+// h += routed_experts(norm(h)) + the shared experts' swiglu MLP   (rows are tokens: x W).
 template <typename T>
 void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
-  using enum BlockTensor;
+  const BlockSlots& b = block(layer);
   const auto& p = in_.params;
   if (in_.train) a.x_attn = h_;
-  ops::rms_norm_forward<T>(h_, vec(p, slot(layer, kAttnNorm)), eps_, xn_, a.rstd_attn);
-  a.q.noalias() = xn_ * mat(p, slot(layer, kWq));
-  a.k.noalias() = xn_ * mat(p, slot(layer, kWk));
-  a.v.noalias() = xn_ * mat(p, slot(layer, kWv));
+  ops::rms_norm_forward<T>(h_, vec(p, at(b.attn_norm)), eps_, xn_, a.rstd_attn);
+  a.q.noalias() = xn_ * mat(p, at(b.wq));
+  a.k.noalias() = xn_ * mat(p, at(b.wk));
+  a.v.noalias() = xn_ * mat(p, at(b.wv));
   rope_.rotate(a.q, heads_, false);
   rope_.rotate(a.k, kv_heads_, false);
   if (cp_.size == 1) {
@@ -327,22 +298,38 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
     ops::attention_forward<T>(attn_shape_, a.q, k_all_, v_all_, a.attn, a.lse);
   }
   if (tp_.size == 1) {
-    h_.noalias() += a.attn * mat(p, slot(layer, kWo));
+    h_.noalias() += a.attn * mat(p, at(b.wo));
   } else {  // this rank's heads' share of the projection, summed over the group
-    xn_.noalias() = a.attn * mat(p, slot(layer, kWo));
+    xn_.noalias() = a.attn * mat(p, at(b.wo));
     tp_reduce(xn_);
     h_ += xn_;
   }
 
   if (in_.train) a.x_mlp = h_;
-  ops::rms_norm_forward<T>(h_, vec(p, slot(layer, kMlpNorm)), eps_, xn_, a.rstd_mlp);
-  a.gate.noalias() = xn_ * mat(p, slot(layer, kWGate));
-  a.up.noalias() = xn_ * mat(p, slot(layer, kWUp));
+  ops::rms_norm_forward<T>(h_, vec(p, at(b.mlp_norm)), eps_, xn_, a.rstd_mlp);
+  if (b.router >= 0) {  // every tp rank runs its ep rank's experts alike: no tp reduction
+    const auto& stats = cp_.size > 1 ? cp_.all_reduce : no_stats_;
+    moe_forward<T>(moe_config(), ep_, stats, xn_, moe_weights(p, layout_, b), a.moe, moe_out_);
+    aux_ += a.moe.aux;
+  }
+  if (b.w_gate >= 0) forward_mlp(b, a);
+  if (b.router >= 0) h_ += moe_out_;
+}
+
+template <typename T>
+void Pass<T>::forward_mlp(const BlockSlots& b, BlockActs<T>& a) {
+  const auto& p = in_.params;
+  const int64_t f = at(b.w_gate).cols;
+  a.gate.resize(n_, f);
+  a.up.resize(n_, f);
+  act_.resize(n_, f);
+  a.gate.noalias() = xn_ * mat(p, at(b.w_gate));
+  a.up.noalias() = xn_ * mat(p, at(b.w_up));
   ops::swiglu_forward<T>(a.gate, a.up, act_);
   if (tp_.size == 1) {
-    h_.noalias() += act_ * mat(p, slot(layer, kWDown));
+    h_.noalias() += act_ * mat(p, at(b.w_down));
   } else {
-    xn_.noalias() = act_ * mat(p, slot(layer, kWDown));
+    xn_.noalias() = act_ * mat(p, at(b.w_down));
     tp_reduce(xn_);
     h_ += xn_;
   }
@@ -389,7 +376,7 @@ void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   // From here on, h_ is d(loss)/d(residual stream).
   if (stage_.head) {
     h_.setZero();
-    const TensorSlot& norm = final_norm();
+    const TensorSlot& norm = at(final_norm_);
     ops::rms_norm_backward<T>(x_final_, vec(in_.params, norm), rstd_final_, d_xn_, h_,
                               vec(grads, norm));
   } else {
@@ -399,7 +386,7 @@ void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   }
   for (int64_t l = stage_.end_layer - 1; l >= stage_.first_layer; --l) {
     const BlockActs<T>& a = acts_[static_cast<size_t>(l - stage_.first_layer)];
-    backward_mlp(l, a, grads);
+    backward_ffn(l, a, grads);
     backward_attention(l, a, grads);
   }
   if (!stage_.embed) return;
@@ -408,32 +395,53 @@ void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
 }
 
 template <typename T>
-void Pass<T>::backward_mlp(int64_t layer, const BlockActs<T>& a, std::span<T> grads) {
-  using enum BlockTensor;
+void Pass<T>::backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> grads) {
+  const BlockSlots& b = block(layer);
   const auto& p = in_.params;
   // Recomputed rather than kept: elementwise, and a block's worth of memory less.
-  ops::rms_norm_forward<T>(a.x_mlp, vec(p, slot(layer, kMlpNorm)), eps_, xn_, rstd_);
+  ops::rms_norm_forward<T>(a.x_mlp, vec(p, at(b.mlp_norm)), eps_, xn_, rstd_);
+  if (b.router >= 0) {
+    // The objective counts the layer's load-balancing loss batch * full_seq times, and the
+    // backward is scaled by grad_scale throughout.
+    const auto aux_weight =
+        static_cast<T>(static_cast<double>(grad_scale_) * static_cast<double>(moe_tokens()));
+    moe_backward<T>(moe_config(), ep_, xn_, h_, aux_weight, moe_weights(p, layout_, b),
+                    moe_weights(grads, layout_, b), a.moe, moe_out_);
+  }
+  if (b.w_gate >= 0) {
+    backward_mlp(b, a, grads);
+    if (b.router >= 0) d_xn_ += moe_out_;
+  } else {
+    d_xn_ = moe_out_;
+  }
+  ops::rms_norm_backward<T>(a.x_mlp, vec(p, at(b.mlp_norm)), a.rstd_mlp, d_xn_, h_,
+                            vec(grads, at(b.mlp_norm)));
+}
+
+template <typename T>
+void Pass<T>::backward_mlp(const BlockSlots& b, const BlockActs<T>& a, std::span<T> grads) {
+  const auto& p = in_.params;
+  const int64_t f = a.gate.cols();
+  for (RowMatrix<T>* m : {&act_, &d_act_, &d_gate_, &d_up_}) m->resize(n_, f);
   ops::swiglu_forward<T>(a.gate, a.up, act_);
-  mat(grads, slot(layer, kWDown)).noalias() += act_.transpose() * h_;
-  d_act_.noalias() = h_ * mat(p, slot(layer, kWDown)).transpose();
+  mat(grads, at(b.w_down)).noalias() += act_.transpose() * h_;
+  d_act_.noalias() = h_ * mat(p, at(b.w_down)).transpose();
   d_gate_.setZero();
   d_up_.setZero();
   ops::swiglu_backward<T>(a.gate, a.up, d_act_, d_gate_, d_up_);
-  mat(grads, slot(layer, kWGate)).noalias() += xn_.transpose() * d_gate_;
-  mat(grads, slot(layer, kWUp)).noalias() += xn_.transpose() * d_up_;
-  d_xn_.noalias() = d_gate_ * mat(p, slot(layer, kWGate)).transpose();
-  d_xn_.noalias() += d_up_ * mat(p, slot(layer, kWUp)).transpose();
+  mat(grads, at(b.w_gate)).noalias() += xn_.transpose() * d_gate_;
+  mat(grads, at(b.w_up)).noalias() += xn_.transpose() * d_up_;
+  d_xn_.noalias() = d_gate_ * mat(p, at(b.w_gate)).transpose();
+  d_xn_.noalias() += d_up_ * mat(p, at(b.w_up)).transpose();
   tp_reduce(d_xn_);  // each rank's MLP columns contribute to the input gradient
-  ops::rms_norm_backward<T>(a.x_mlp, vec(p, slot(layer, kMlpNorm)), a.rstd_mlp, d_xn_, h_,
-                            vec(grads, slot(layer, kMlpNorm)));
 }
 
 template <typename T>
 void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span<T> grads) {
-  using enum BlockTensor;
+  const BlockSlots& b = block(layer);
   const auto& p = in_.params;
-  mat(grads, slot(layer, kWo)).noalias() += a.attn.transpose() * h_;
-  d_attn_.noalias() = h_ * mat(p, slot(layer, kWo)).transpose();
+  mat(grads, at(b.wo)).noalias() += a.attn.transpose() * h_;
+  d_attn_.noalias() = h_ * mat(p, at(b.wo)).transpose();
   d_q_.setZero();
   d_k_.setZero();
   d_v_.setZero();
@@ -452,16 +460,44 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
   }
   rope_.rotate(d_q_, heads_, true);
   rope_.rotate(d_k_, kv_heads_, true);
-  ops::rms_norm_forward<T>(a.x_attn, vec(p, slot(layer, kAttnNorm)), eps_, xn_, rstd_);
-  mat(grads, slot(layer, kWq)).noalias() += xn_.transpose() * d_q_;
-  mat(grads, slot(layer, kWk)).noalias() += xn_.transpose() * d_k_;
-  mat(grads, slot(layer, kWv)).noalias() += xn_.transpose() * d_v_;
-  d_xn_.noalias() = d_q_ * mat(p, slot(layer, kWq)).transpose();
-  d_xn_.noalias() += d_k_ * mat(p, slot(layer, kWk)).transpose();
-  d_xn_.noalias() += d_v_ * mat(p, slot(layer, kWv)).transpose();
+  ops::rms_norm_forward<T>(a.x_attn, vec(p, at(b.attn_norm)), eps_, xn_, rstd_);
+  mat(grads, at(b.wq)).noalias() += xn_.transpose() * d_q_;
+  mat(grads, at(b.wk)).noalias() += xn_.transpose() * d_k_;
+  mat(grads, at(b.wv)).noalias() += xn_.transpose() * d_v_;
+  d_xn_.noalias() = d_q_ * mat(p, at(b.wq)).transpose();
+  d_xn_.noalias() += d_k_ * mat(p, at(b.wk)).transpose();
+  d_xn_.noalias() += d_v_ * mat(p, at(b.wv)).transpose();
   tp_reduce(d_xn_);
-  ops::rms_norm_backward<T>(a.x_attn, vec(p, slot(layer, kAttnNorm)), a.rstd_attn, d_xn_, h_,
-                            vec(grads, slot(layer, kAttnNorm)));
+  ops::rms_norm_backward<T>(a.x_attn, vec(p, at(b.attn_norm)), a.rstd_attn, d_xn_, h_,
+                            vec(grads, at(b.attn_norm)));
+}
+
+template <typename T>
+Routing Pass<T>::routing() const {
+  PX_CHECK(in_.train, "routing needs a training pass (every layer's activations)");
+  Routing r;
+  r.margin = std::numeric_limits<double>::infinity();
+  const int64_t k = shape_.moe.top_k;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (blocks_[i].router < 0) continue;
+    const MoeActs<T>& a = acts_[i].moe;
+    r.experts.insert(r.experts.end(), a.expert.begin(), a.expert.end());
+    for (int64_t t = 0; t < a.probs.rows(); ++t) {
+      // The k-th largest probability is the smallest chosen one; the (k+1)-th the largest other.
+      double kth = std::numeric_limits<double>::infinity(), next = 0;
+      std::vector<char> chosen(static_cast<size_t>(a.probs.cols()), 0);
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = a.expert[static_cast<size_t>(t * k + j)];
+        chosen[static_cast<size_t>(e)] = 1;
+        kth = std::min(kth, static_cast<double>(a.probs(t, e)));
+      }
+      for (int64_t e = 0; e < a.probs.cols(); ++e)
+        if (!chosen[static_cast<size_t>(e)])
+          next = std::max(next, static_cast<double>(a.probs(t, e)));
+      if (next > 0) r.margin = std::min(r.margin, std::log(kth / next));
+    }
+  }
+  return r;
 }
 
 }  // namespace detail
@@ -471,114 +507,13 @@ using detail::PassInput;
 
 // ---- Transformer ----------------------------------------------------------------------------
 
-template <typename T>
-Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, StageRange stage,
-                            ContextParallel<T> cp)
-    : shape_(shape), tp_(std::move(tp)), stage_(stage), cp_(std::move(cp)) {
-  const ModelShape& s = shape;
-  PX_CHECK(s.layers > 0 && s.hidden > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0 &&
-               s.ffn_hidden > 0 && s.vocab > 0,
-           "every dimension of the model shape must be positive");
-  PX_CHECK(s.heads % s.kv_heads == 0,
-           "kv_heads=" << s.kv_heads << " must divide heads=" << s.heads);
-  PX_CHECK(s.head_dim % 2 == 0, "rotary embeddings need an even head_dim, got " << s.head_dim);
-  const int64_t tps = tp_.size;
-  PX_CHECK(tps >= 1 && tp_.rank >= 0 && tp_.rank < tps,
-           "tensor-parallel rank " << tp_.rank << " of " << tps);
-  PX_CHECK(
-      s.kv_heads % tps == 0 && s.ffn_hidden % tps == 0,
-      "tp=" << tps << " must divide kv_heads=" << s.kv_heads << " and ffn_hidden=" << s.ffn_hidden);
-  PX_CHECK(tps == 1 || tp_.all_reduce, "tensor parallelism needs an all-reduce");
-  PX_CHECK(cp_.size >= 1 && cp_.rank >= 0 && cp_.rank < cp_.size &&
-               (cp_.size == 1 || (cp_.all_gather && cp_.reduce_scatter)),
-           "context-parallel rank " << cp_.rank << " of " << cp_.size
-                                    << " needs an all-gather and a reduce-scatter");
-  if (stage_.end_layer < 0) stage_.end_layer = s.layers;
-  PX_CHECK(
-      0 <= stage_.first_layer && stage_.first_layer <= stage_.end_layer &&
-          stage_.end_layer <= s.layers,
-      "stage layers [" << stage_.first_layer << ", " << stage_.end_layer << ") of " << s.layers);
-  // split: 0 replicated, 1 columns (column-parallel), 2 rows (row-parallel).
-  int64_t index = 0;  // in the whole model's layout
-  auto add = [this, tps, &index](std::string name, int64_t rows, int64_t cols, int split = 0,
-                                 bool here = true) {
-    const int64_t i = index++;
-    if (!here) return;
-    TensorSlot t{std::move(name), num_params_, rows, cols, i, rows, cols, 0, 0, split == 0};
-    if (split == 1) {
-      t.cols = cols / tps;
-      t.col0 = t.cols * tp_.rank;
-    } else if (split == 2) {
-      t.rows = rows / tps;
-      t.row0 = t.rows * tp_.rank;
-    }
-    num_params_ += t.size();
-    layout_.push_back(std::move(t));
-  };
-  const int64_t q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
-  add("embed", s.vocab, s.hidden, 0, stage_.embed || (stage_.head && s.tied_embeddings));
-  for (int64_t l = 0; l < s.layers; ++l) {
-    const bool here = l >= stage_.first_layer && l < stage_.end_layer;
-    const std::string prefix = "layers." + std::to_string(l) + ".";
-    const int64_t dims[kPerBlock][3] = {{1, s.hidden, 0},
-                                        {s.hidden, q, 1},
-                                        {s.hidden, kv, 1},
-                                        {s.hidden, kv, 1},
-                                        {q, s.hidden, 2},
-                                        {1, s.hidden, 0},
-                                        {s.hidden, s.ffn_hidden, 1},
-                                        {s.hidden, s.ffn_hidden, 1},
-                                        {s.ffn_hidden, s.hidden, 2}};
-    for (int64_t t = 0; t < kPerBlock; ++t)
-      add(prefix + kBlockTensorNames[t], dims[t][0], dims[t][1], static_cast<int>(dims[t][2]),
-          here);
-  }
-  add("final_norm", 1, s.hidden, 0, stage_.head);
-  if (!s.tied_embeddings) add("output", s.hidden, s.vocab, 0, stage_.head);
-}
-
-template <typename T>
-void Transformer<T>::init(std::span<T> params, uint64_t seed) const {
-  PX_CHECK(static_cast<int64_t>(params.size()) == num_params_,
-           "params has " << params.size() << " values, the model " << num_params_);
-  constexpr double kStd = 0.02;
-  // GPT-2's scaling: the two projections that write into the residual stream, once per block.
-  const double residual_std = kStd / std::sqrt(2.0 * static_cast<double>(shape_.layers));
-  // Indices in the whole model's layout, which fix each tensor's stream.
-  const auto final_norm = static_cast<size_t>(1 + kPerBlock * shape_.layers);
-  for (const TensorSlot& t : layout_) {
-    const auto i = static_cast<size_t>(t.index);
-    const std::span<T> out = vec(params, t);
-    bool norm = i == final_norm, residual = false;
-    if (i >= 1 && i < final_norm) {
-      const auto kind = static_cast<BlockTensor>((i - 1) % kPerBlock);
-      norm = kind == BlockTensor::kAttnNorm || kind == BlockTensor::kMlpNorm;
-      residual = kind == BlockTensor::kWo || kind == BlockTensor::kWDown;
-    }
-    if (norm) {
-      std::fill(out.begin(), out.end(), T(1));
-      continue;
-    }
-    const double sd = residual ? residual_std : kStd;
-    // One stream per tensor: a tensor's values depend on the seed and its place only. A shard
-    // draws the whole tensor's stream and keeps its block.
-    NormalSampler normal(splitmix64(seed ^ splitmix64(i + 1)));
-    for (int64_t r = 0; r < t.full_rows; ++r) {
-      for (int64_t c = 0; c < t.full_cols; ++c) {
-        const double x = sd * normal();
-        if (r >= t.row0 && r < t.row0 + t.rows && c >= t.col0 && c < t.col0 + t.cols)
-          out[static_cast<size_t>((r - t.row0) * t.cols + (c - t.col0))] = static_cast<T>(x);
-      }
-    }
-  }
-}
-
+// The constructor and init() are instantiated in model_layout.cc.
 template <typename T>
 T Transformer<T>::loss(std::span<const T> params, std::span<const int32_t> tokens, int64_t batch,
                        int64_t seq) const {
   Pass<T> pass(*this, {params, tokens, batch, seq, false});
   pass.forward();
-  return static_cast<T>(pass.head(T(0), {}, {}));
+  return static_cast<T>(pass.head(T(0), {}, {}) + pass.aux());
 }
 
 template <typename T>
@@ -588,9 +523,9 @@ T Transformer<T>::loss_and_grad(std::span<const T> params, std::span<const int32
   PX_CHECK(static_cast<int64_t>(grads.size()) == num_params_,
            "grads has " << grads.size() << " values, the model " << num_params_);
   Pass<T> pass(*this, {params, tokens, batch, seq, true});
-  pass.forward();
+  pass.forward({}, grad_scale);
   // grad_scale seeds the backward (dlogits), which is linear: every gradient comes out scaled.
-  const double total = pass.head(grad_scale, grads, {});
+  const double total = pass.head(grad_scale, grads, {}) + pass.aux();
   pass.backward(grads);
   return static_cast<T>(total);
 }
@@ -610,8 +545,13 @@ StagePass<T>::~StagePass() = default;
 
 template <typename T>
 double StagePass<T>::forward(std::span<const T> input, T grad_scale, std::span<T> grads) {
-  pass_->forward(input);
+  pass_->forward(input, grad_scale);
   return pass_->stage().head ? pass_->head(grad_scale, grads, {}) : 0.0;
+}
+
+template <typename T>
+double StagePass<T>::aux() const {
+  return pass_->aux();
 }
 
 template <typename T>
@@ -631,6 +571,19 @@ std::span<const T> StagePass<T>::input_grad() const {
 
 template class StagePass<float>;
 template class StagePass<double>;
+
+template <typename T>
+Routing routing(const Transformer<T>& model, std::span<const T> params,
+                std::span<const int32_t> tokens, int64_t batch, int64_t seq) {
+  Pass<T> pass(model, {params, tokens, batch, seq, true});
+  pass.forward();
+  return pass.routing();
+}
+
+template Routing routing<float>(const Transformer<float>&, std::span<const float>,
+                                std::span<const int32_t>, int64_t, int64_t);
+template Routing routing<double>(const Transformer<double>&, std::span<const double>,
+                                 std::span<const int32_t>, int64_t, int64_t);
 
 namespace ops {
 

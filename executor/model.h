@@ -1,10 +1,10 @@
 #pragma once
 /// The executor's workload: a Llama-style decoder (token embedding, pre-norm blocks of RMSNorm,
-/// rotary grouped-query causal attention and a SwiGLU MLP, a final RMSNorm, an output layer tied
-/// to the embedding or not, cross-entropy) with forward and backward written by hand. Parameters
-/// and gradients live in flat buffers with one fixed layout, so that data-parallel reduction,
-/// optimizer sharding and checkpoints see one contiguous array. Templated on the scalar: float
-/// for runs, double for gradient checks.
+/// rotary grouped-query causal attention and a SwiGLU MLP or a mixture of SwiGLU experts, a
+/// final RMSNorm, an output layer tied to the embedding or not, cross-entropy) with forward and
+/// backward written by hand. Parameters and gradients live in flat buffers with one fixed
+/// layout, so that data-parallel reduction, optimizer sharding and checkpoints see one
+/// contiguous array. Templated on the scalar: float for runs, double for gradient checks.
 
 #include <cstdint>
 #include <functional>
@@ -18,18 +18,31 @@
 
 namespace parallax::exec {
 
-/// The model's dimensions (dense Llama-style; MoE and MLA are not executed yet). head_dim must be
-/// even (rotary embeddings turn pairs) and kv_heads must divide heads.
+/// Mixture-of-experts MLPs (executor/moe.h): layers [dense_layers, layers) are MoE when
+/// experts > 0. Each token goes to its top_k of `experts` routed SwiGLU experts of width
+/// expert_ffn_hidden, and every token through shared_experts more, run as one dense SwiGLU MLP of
+/// width shared_experts * expert_ffn_hidden. aux_loss_coeff weighs the Switch load-balancing loss.
+struct MoeShape {
+  int64_t experts = 0, top_k = 0, expert_ffn_hidden = 0, shared_experts = 0, dense_layers = 0;
+  double aux_loss_coeff = 0.01;
+};
+
+/// The model's dimensions (Llama-style, dense or MoE; MLA is not executed). head_dim must be
+/// even (rotary embeddings turn pairs) and kv_heads must divide heads. ffn_hidden is the dense
+/// MLP's width (unused when every layer is MoE).
 struct ModelShape {
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn_hidden = 0, vocab = 0;
   bool tied_embeddings = false;
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  MoeShape moe;
+  bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && layer >= moe.dense_layers; }
 };
 
-/// The shape of a zoo or JSON model, or why the executor cannot run it (MoE, MLA, GELU MLP, odd
-/// head_dim, and whatever validate_model finds), every problem listed. ModelSpec records neither
-/// rope_theta nor norm_eps, so they keep ModelShape's defaults; dropout is not applied.
+/// The shape of a zoo or JSON model, or why the executor cannot run it (MLA, GELU MLP, odd
+/// head_dim, and whatever validate_model finds, MoE fields included), every problem listed.
+/// ModelSpec records neither rope_theta, norm_eps nor the MoE load-balancing coefficient, so they
+/// keep ModelShape's defaults; dropout is not applied.
 Result<ModelShape> executable_shape(const ModelSpec& m);
 
 /// One named tensor of the flat parameter buffer: row-major rows x cols at `offset`. Linear
@@ -41,8 +54,11 @@ struct TensorSlot {
   int64_t offset = 0, rows = 0, cols = 0;
   int64_t index = 0;  ///< place in the whole model's layout (its initialisation stream)
   int64_t full_rows = 0, full_cols = 0, row0 = 0, col0 = 0;
-  /// Every tensor-parallel rank holds the whole tensor (embedding, norms, output layer).
+  /// Every tensor-parallel rank holds the whole tensor (embedding, norms, output layer, router,
+  /// experts; an expert-parallel rank holds its experts' row block of the expert tensors).
   bool replicated = true;
+  /// A routed experts' tensor ("layers.i.experts.*"), split over the expert-parallel group.
+  bool expert = false;
   int64_t size() const { return rows * cols; }
 };
 
@@ -69,6 +85,29 @@ struct ContextParallel {
   std::function<void(std::span<const T> local, std::span<T> out)> all_gather;
   /// Sums `full` (size equal chunks) over the group and leaves chunk `rank` in `out`.
   std::function<void(std::span<const T> full, std::span<T> out)> reduce_scatter;
+  /// Sums `x` in place over the group, every rank alike (MoE router statistics: the
+  /// load-balancing loss is over the whole microbatch). Needed when size > 1 and the stage has
+  /// MoE layers.
+  std::function<void(std::span<T> x)> all_reduce{};
+};
+
+/// Expert parallelism (executor/moe.h): rank `rank` of `size` holds experts [rank * E / size,
+/// (rank + 1) * E / size) of every MoE layer (the row blocks of the expert tensors; size must
+/// divide E) and routes its own tokens (ep ranks hold different data, as data-parallel ranks
+/// do): each MoE layer sends every token to the ranks of its chosen experts and gets their
+/// outputs back with all-to-alls. Router and shared experts are not split. Expert tensors are
+/// replicated over the tensor-parallel group: every tp rank runs its ep rank's experts alike.
+/// all_to_all sends send_counts[r] values, consecutive in `send` in rank order, to rank r and
+/// receives recv_counts[r] values from each rank r into `recv`, in rank order;
+/// all_to_all_counts does the same with send.size() / size int64 values to and from each rank.
+/// Both are needed when size > 1 and the stage has MoE layers.
+template <typename T>
+struct ExpertParallel {
+  int size = 1, rank = 0;
+  std::function<void(std::span<const T> send, std::span<const int64_t> send_counts,
+                     std::span<T> recv, std::span<const int64_t> recv_counts)>
+      all_to_all;
+  std::function<void(std::span<const int64_t> send, std::span<int64_t> recv)> all_to_all_counts;
 };
 
 /// The part of the model a pipeline stage holds: blocks [first_layer, end_layer) (end_layer -1:
@@ -83,60 +122,87 @@ struct StageRange {
 namespace detail {
 template <typename T>
 class Pass;
-}
+/// Indices into Transformer::layout() of one block's tensors, -1 where the block has none.
+struct BlockSlots {
+  int64_t attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, mlp_norm = -1;
+  int64_t w_gate = -1, w_up = -1, w_down = -1;  ///< the dense MLP, or the MoE shared experts
+  int64_t router = -1, experts_gate = -1, experts_up = -1, experts_down = -1;  ///< MoE only
+};
+}  // namespace detail
 
 template <typename T>
 class Transformer {
  public:
   /// The whole model (tp.size == 1), or rank tp.rank's shard of it; tp.size must divide
-  /// kv_heads (hence heads) and ffn_hidden, and all_reduce must be set when tp.size > 1.
+  /// kv_heads (hence heads), ffn_hidden (when a layer is dense) and the shared experts' width,
+  /// and all_reduce must be set when tp.size > 1. ep splits the routed experts (ep.size must
+  /// divide experts); cp.all_reduce and ep's all-to-alls are needed when the stage has MoE
+  /// layers and the group has more than one rank.
   explicit Transformer(const ModelShape& shape, TensorParallel<T> tp = {}, StageRange stage = {},
-                       ContextParallel<T> cp = {});
+                       ContextParallel<T> cp = {}, ExpertParallel<T> ep = {});
 
   const ModelShape& shape() const { return shape_; }
   const TensorParallel<T>& tensor_parallel() const { return tp_; }
   const ContextParallel<T>& context_parallel() const { return cp_; }
+  const ExpertParallel<T>& expert_parallel() const { return ep_; }
   /// The stage this model is (end_layer resolved).
   const StageRange& stage() const { return stage_; }
   /// Every tensor in buffer order; the last one ends at num_params(). The order, and nothing else:
   ///   embed [vocab x hidden];
   ///   per layer i, prefixed "layers.i.": attn_norm [1 x hidden], wq [hidden x heads*head_dim],
   ///     wk, wv [hidden x kv_heads*head_dim], wo [heads*head_dim x hidden], mlp_norm [1 x hidden],
-  ///     w_gate, w_up [hidden x ffn_hidden], w_down [ffn_hidden x hidden];
+  ///     then a dense layer's w_gate, w_up [hidden x ffn_hidden], w_down [ffn_hidden x hidden],
+  ///     or a MoE layer's router [hidden x E], experts.w_gate, experts.w_up [E*hidden x width],
+  ///     experts.w_down [E*width x hidden] (expert e's block: rows e*hidden.., e*width..;
+  ///     width = expert_ffn_hidden), and with S = shared_experts > 0, shared.w_gate,
+  ///     shared.w_up [hidden x S*width], shared.w_down [S*width x hidden];
   ///   final_norm [1 x hidden]; output [hidden x vocab], absent when tied (logits = h embed^T).
   const std::vector<TensorSlot>& layout() const { return layout_; }
   int64_t num_params() const { return num_params_; }
 
   /// Deterministic initialisation from `seed`: linear weights and the embedding ~ N(0, 0.02^2)
-  /// (the output projections of attention and MLP scaled by 1/sqrt(2 layers)), norm weights 1.
-  /// Samples are drawn in double (one random stream per tensor, independent of the standard
+  /// (the projections that write into the residual stream, wo and every w_down, scaled by
+  /// 1/sqrt(2 layers)), norm weights 1. Samples are drawn in double (one random stream per
+  /// tensor, seeded by its place in the whole model's layout, independent of the standard
   /// library's distributions) and rounded, so float and double models start from the same point.
-  /// A tensor-parallel shard gets its block of the whole model's values.
+  /// A tensor- or expert-parallel shard gets its block of the whole model's values.
   void init(std::span<T> params, uint64_t seed) const;
 
-  /// Sum over the batch of the next-token cross-entropy (nats), summed over the batch * seq
-  /// positions in double before the final rounding to T. `tokens` holds `batch` rows of seq + 1
-  /// ids each, every id in [0, vocab): inputs are ids [0, seq), targets ids [1, seq]; rotary
-  /// positions restart at 0 in each row. Forward only. Sizes and ids out of range are programmer
-  /// errors (PX_CHECK). The model holds no state that a call changes; buffers are per call.
+  /// The objective of one microbatch: the sum over the batch of the next-token cross-entropy
+  /// (nats), summed over the batch * seq positions in double before the final rounding to T,
+  /// plus, with MoE layers, batch * full_seq * (the sum over MoE layers of the load-balancing
+  /// loss), full_seq = seq * cp.size. With grad_scale = 1 / (tokens in the global batch) the
+  /// load-balancing loss is thus averaged over the global batch's microbatches (Megatron's
+  /// weighting). Under context parallelism every rank computes the same load-balancing loss and
+  /// only rank 0 includes it, so the ranks' values sum to the whole model's. `tokens` holds
+  /// `batch` rows of seq + 1 ids each, every id in [0, vocab): inputs are ids [0, seq), targets
+  /// ids [1, seq]; rotary positions restart at 0 in each row. Forward only. Sizes and ids out
+  /// of range are programmer errors (PX_CHECK). The model holds no state that a call changes;
+  /// buffers are per call.
   T loss(std::span<const T> params, std::span<const int32_t> tokens, int64_t batch,
          int64_t seq) const;
 
-  /// The same summed loss, and grads += grad_scale * d(summed loss)/d(params): grads accumulate
+  /// The same objective, and grads += grad_scale * d(objective)/d(params): grads accumulate
   /// over calls (microbatches); zero them once per step. Callers pass grad_scale = 1 / (tokens
   /// in the global batch) to get the gradient of the mean loss. Keeps every layer's activations
   /// for the duration of the call: 2 hidden + 2 (heads + kv_heads) head_dim + 2 ffn_hidden +
-  /// heads + 2 values a token per layer, plus per-call workspace (logits go in chunks of tokens).
+  /// heads + 2 values a token per dense layer (a MoE layer: 2 shared widths instead of
+  /// 2 ffn_hidden, plus about experts + 2 top_k (1 + hidden + width) values, the experts' rows
+  /// averaged over the ep group), plus per-call workspace (logits go in chunks of tokens).
   T loss_and_grad(std::span<const T> params, std::span<const int32_t> tokens, int64_t batch,
                   int64_t seq, T grad_scale, std::span<T> grads) const;
 
  private:
+  friend class detail::Pass<T>;
   ModelShape shape_;
   TensorParallel<T> tp_;
   StageRange stage_;
   ContextParallel<T> cp_;
+  ExpertParallel<T> ep_;
   std::vector<TensorSlot> layout_;
   int64_t num_params_ = 0;
+  std::vector<detail::BlockSlots> blocks_;  // the stage's blocks, first_layer first
+  int64_t final_norm_ = -1;                 // in layout_, on the head stage
 };
 
 /// One microbatch in flight through one pipeline stage: its forward, then (training) its
@@ -154,16 +220,22 @@ class StagePass {
   StagePass& operator=(const StagePass&) = delete;
 
   /// The stage's forward from `input` (the previous stage's output(), batch * seq * hidden
-  /// values; empty on the embedding stage). On the head stage it also computes the summed loss,
-  /// which it returns (0 elsewhere), and starts the backward: grads += grad_scale * the output
-  /// layer's gradient.
+  /// values; empty on the embedding stage). On the head stage it also computes the summed
+  /// cross-entropy, which it returns (0 elsewhere), and starts the backward: grads +=
+  /// grad_scale * the output layer's gradient. grad_scale also weighs the backward of the
+  /// stage's load-balancing losses.
   double forward(std::span<const T> input, T grad_scale, std::span<T> grads);
+  /// After forward: this stage's part of the objective beyond the cross-entropy,
+  /// batch * full_seq * (the sum of its MoE layers' load-balancing losses) on context-parallel
+  /// rank 0, 0 on other ranks and for dense stages. The microbatch's objective (what
+  /// Transformer::loss returns) is the head's forward() plus every stage's aux().
+  double aux() const;
   /// The residual stream leaving the stage (not on the head stage).
   std::span<const T> output() const;
-  /// grads += grad_scale * d(loss)/d(stage parameters), given d(loss)/d(output()) (empty on the
-  /// head stage, whose forward seeded it).
+  /// grads += grad_scale * d(objective)/d(stage parameters), given d(objective)/d(output())
+  /// (empty on the head stage, whose forward seeded it).
   void backward(std::span<const T> d_output, std::span<T> grads);
-  /// d(loss)/d(input) after backward (not on the embedding stage).
+  /// d(objective)/d(input) after backward (not on the embedding stage).
   std::span<const T> input_grad() const;
 
  private:

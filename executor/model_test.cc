@@ -7,8 +7,11 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <iomanip>
+#include <numeric>
 #include <random>
 #include <span>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -17,6 +20,7 @@
 #include "core/model_spec.h"
 #include "core/model_zoo.h"
 #include "executor/model_ops.h"
+#include "executor/moe.h"
 
 namespace parallax::exec {
 namespace {
@@ -62,7 +66,9 @@ std::vector<double> rich_params(const Transformer<double>& m, uint64_t seed) {
   std::vector<double> p(static_cast<size_t>(m.num_params()));
   for (const TensorSlot& s : m.layout()) {
     const bool norm = s.rows == 1;
-    const double half_width = norm ? 0.3 : std::sqrt(3.0 / static_cast<double>(s.rows));
+    // An expert's block of rows is its input: fan-in hidden (w_gate, w_up) or width (w_down).
+    const int64_t fan_in = s.expert ? s.full_rows / m.shape().moe.experts : s.rows;
+    const double half_width = norm ? 0.3 : std::sqrt(3.0 / static_cast<double>(fan_in));
     for (int64_t i = 0; i < s.size(); ++i)
       p[s.offset + i] = (norm ? 1.0 : 0.0) + half_width * (2 * uniform(rng) - 1);
   }
@@ -107,11 +113,9 @@ TEST(ModelShape, ZooModelsRunOrSayWhyNot) {
   int runnable = 0;
   for (const ModelSpec& spec : model_zoo()) {
     const Result<ModelShape> r = executable_shape(spec);
-    if (spec.moe || spec.mla || spec.ffn_act != FfnAct::kSwiglu) {
+    if (spec.mla || spec.ffn_act != FfnAct::kSwiglu) {
       ASSERT_FALSE(r.ok()) << spec.name;
-      const std::string why = spec.moe   ? "MoE layers are not executed yet"
-                              : spec.mla ? "MLA"
-                                         : "only SwiGLU MLPs are executed";
+      const std::string why = spec.mla ? "MLA" : "only SwiGLU MLPs are executed";
       EXPECT_NE(r.error_text().find(why), std::string::npos) << r.error_text();
       continue;
     }
@@ -119,6 +123,7 @@ TEST(ModelShape, ZooModelsRunOrSayWhyNot) {
     ++runnable;
     EXPECT_EQ(r->head_dim, spec.head_dim);
     EXPECT_EQ(r->rope_theta, 10000.0);
+    EXPECT_EQ(r->moe.experts, spec.moe ? spec.moe->experts : 0) << spec.name;
     // One count of parameters: the executor's layout and the planner's formula agree.
     EXPECT_EQ(static_cast<double>(Transformer<float>(*r).num_params()), count_params(spec).total())
         << spec.name;
@@ -137,24 +142,43 @@ TEST(ModelShape, ReportsEveryProblem) {
   m.ffn_hidden = 128;
   m.vocab = 100;
   m.ffn_act = FfnAct::kGelu;
-  m.moe = MoeSpec{.experts = 4, .top_k = 2, .shared_experts = 0, .expert_ffn_hidden = 64};
+  m.moe = MoeSpec{.experts = 4, .top_k = 5, .shared_experts = 0, .expert_ffn_hidden = 64};
   const Result<ModelShape> r = executable_shape(m);
   ASSERT_FALSE(r.ok());
   const std::string text = r.error_text();
-  EXPECT_NE(text.find("odd/moe: MoE layers are not executed yet"), std::string::npos) << text;
+  EXPECT_NE(text.find("odd/moe/top_k: top_k=5 must be in [1, experts=4]"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("only SwiGLU MLPs are executed, got gelu"), std::string::npos) << text;
   EXPECT_NE(text.find("even head_dim, got 15"), std::string::npos) << text;
 }
 
+std::string scientific(double x) {
+  std::ostringstream os;
+  os << std::scientific << std::setprecision(2) << x;
+  return os.str();
+}
+
+// The smallest top-k margin (ln p_k / p_(k+1)) a MoE gradient check accepts: the largest
+// parameter step is 2e-3, and moves a router logit by well under 0.05.
+constexpr double kMinRoutingMargin = 0.05;
+
 // d(loss)/d(params) by loss_and_grad against five-point central differences of loss(), on ten
 // coordinates of every tensor; relative error, absolute below 1e-4 (embedding rows of tokens
 // absent from the batch have exact zeros). grads start nonzero and grad_scale is not 1, so the
-// check also covers "grads += grad_scale * gradient".
-double max_gradient_error(bool tied) {
-  const Transformer<double> m(tiny_shape(tied));
-  std::vector<double> p = rich_params(m, tied ? 11 : 12);
+// check also covers "grads += grad_scale * gradient". The objective of a MoE model is smooth
+// only while no token's top-k choice changes: the routing must be kMinRoutingMargin from a tie,
+// and is checked to be the same at every point the differences evaluate.
+double max_gradient_error(const ModelShape& shape, uint64_t seed) {
+  const Transformer<double> m(shape);
+  std::vector<double> p = rich_params(m, seed);
   const int64_t batch = 2, seq = 5;
-  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), 11, 13);
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 13);
+  const bool moe = shape.moe.experts > 0;
+  const Routing routed = routing<double>(m, p, tokens, batch, seq);
+  if (moe) {
+    EXPECT_GT(routed.margin, kMinRoutingMargin);
+    ::testing::Test::RecordProperty("routing_margin", scientific(routed.margin));
+  }
   const double start = 0.125, scale = 0.5;
   std::vector<double> g(p.size(), start);
   const double loss = m.loss_and_grad(p, tokens, batch, seq, scale, g);
@@ -167,6 +191,9 @@ double max_gradient_error(bool tied) {
       const double h = 1e-3, x = p[i];
       auto f = [&](double dx) {
         p[i] = x + dx;
+        if (moe) {
+          EXPECT_EQ(routing<double>(m, p, tokens, batch, seq).experts, routed.experts);
+        }
         return m.loss(p, tokens, batch, seq);
       };
       const double numeric = (-f(2 * h) + 8 * f(h) - 8 * f(-h) + f(-2 * h)) / (12 * h);
@@ -182,6 +209,10 @@ double max_gradient_error(bool tied) {
   return worst;
 }
 
+double max_gradient_error(bool tied) {
+  return max_gradient_error(tiny_shape(tied), tied ? 11 : 12);
+}
+
 TEST(TransformerGradient, MatchesFiniteDifferencesUntied) {
   const double worst = max_gradient_error(false);
   RecordProperty("max_relative_error", std::to_string(worst));
@@ -192,16 +223,10 @@ TEST(TransformerGradient, MatchesFiniteDifferencesTied) {
   RecordProperty("max_relative_error", std::to_string(worst));
 }
 
-TEST(Transformer, FloatAndDoubleAgree) {
-  const Transformer<float> mf(small_shape(false));
-  const Transformer<double> md(small_shape(false));
-  std::vector<float> pf(static_cast<size_t>(mf.num_params()));
-  std::vector<double> pd(pf.size());
-  mf.init(pf, 42);
-  md.init(pd, 42);
-  for (size_t i = 0; i < pf.size(); ++i) ASSERT_EQ(pf[i], static_cast<float>(pd[i])) << i;
-  const int64_t batch = 2, seq = 16;
-  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), 64, 3);
+// The float model's loss and gradients against the double model's at the same parameters.
+void ExpectFloatMatchesDouble(const Transformer<float>& mf, const std::vector<float>& pf,
+                              const Transformer<double>& md, const std::vector<double>& pd,
+                              const std::vector<int32_t>& tokens, int64_t batch, int64_t seq) {
   std::vector<float> gf(pf.size(), 0.0f);
   std::vector<double> gd(pd.size(), 0.0);
   const double lf = mf.loss_and_grad(pf, tokens, batch, seq, 1.0f, gf);
@@ -214,6 +239,19 @@ TEST(Transformer, FloatAndDoubleAgree) {
     norm += gd[i] * gd[i];
   }
   EXPECT_LT(std::sqrt(diff / norm), 1e-4);
+}
+
+TEST(Transformer, FloatAndDoubleAgree) {
+  const Transformer<float> mf(small_shape(false));
+  const Transformer<double> md(small_shape(false));
+  std::vector<float> pf(static_cast<size_t>(mf.num_params()));
+  std::vector<double> pd(pf.size());
+  mf.init(pf, 42);
+  md.init(pd, 42);
+  for (size_t i = 0; i < pf.size(); ++i) ASSERT_EQ(pf[i], static_cast<float>(pd[i])) << i;
+  const int64_t batch = 2, seq = 16;
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), 64, 3);
+  ExpectFloatMatchesDouble(mf, pf, md, pd, tokens, batch, seq);
 }
 
 TEST(Transformer, InitialLossIsNearLogVocab) {
@@ -313,6 +351,34 @@ class ThreadGroup {
     std::copy(sum.begin(), sum.end(), out.begin());
     sync_.arrive_and_wait();
   }
+  // Rank r's send_counts[q] values (consecutive in rank order) go to rank q.
+  void all_to_all(int rank, std::span<const double> send, std::span<const int64_t> send_counts,
+                  std::span<double> recv, std::span<const int64_t> recv_counts) {
+    slots_[static_cast<size_t>(rank)] = send;
+    counts_[static_cast<size_t>(rank)] = send_counts;
+    sync_.arrive_and_wait();
+    size_t at = 0;
+    for (int r = 0; r < n_; ++r) {
+      const std::span<const int64_t> c = counts_[static_cast<size_t>(r)];
+      const auto from =
+          static_cast<size_t>(std::accumulate(c.begin(), c.begin() + rank, int64_t{0}));
+      const auto count = static_cast<size_t>(c[static_cast<size_t>(rank)]);
+      EXPECT_EQ(c[static_cast<size_t>(rank)], recv_counts[static_cast<size_t>(r)]);
+      std::copy_n(slots_[static_cast<size_t>(r)].begin() + from, count, recv.begin() + at);
+      at += count;
+    }
+    EXPECT_EQ(at, recv.size());
+    sync_.arrive_and_wait();
+  }
+  void all_to_all_counts(int rank, std::span<const int64_t> send, std::span<int64_t> recv) {
+    counts_[static_cast<size_t>(rank)] = send;
+    sync_.arrive_and_wait();
+    const size_t per = send.size() / static_cast<size_t>(n_);
+    for (int r = 0; r < n_; ++r)
+      std::copy_n(counts_[static_cast<size_t>(r)].begin() + rank * per, per,
+                  recv.begin() + r * per);
+    sync_.arrive_and_wait();
+  }
 
  private:
   // Every rank's x[from, from + count), summed; leaves the ranks synchronised after reading.
@@ -327,6 +393,7 @@ class ThreadGroup {
   }
   int n_;
   std::vector<std::span<const double>> slots_;
+  std::vector<std::span<const int64_t>> counts_ = std::vector<std::span<const int64_t>>(n_);
   std::barrier<> sync_;
 };
 
@@ -462,15 +529,15 @@ namespace parallax::exec {
 namespace {
 
 // Context-parallel ranks, each holding a contiguous slice of every sequence's positions, sum to
-// the whole model's loss and gradients.
-TEST(ContextParallel, RanksSumToTheWholeModel) {
+// the whole model's loss and gradients. In a MoE model each rank's load-balancing loss is the
+// whole microbatch's (router statistics summed over the group); rank 0 alone reports it.
+void ExpectContextParallelSums(const ModelShape& shape, uint64_t seed) {
   for (int cp : {2, 3}) {
-    const ModelShape shape = small_shape(true);
     const Transformer<double> whole(shape);
-    const std::vector<double> p = rich_params(whole, 41);
+    const std::vector<double> p = rich_params(whole, seed);
     std::vector<double> g(p.size(), 0.0);
     const int64_t batch = 2, seq = 12, local = seq / cp;
-    const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 42);
+    const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, seed + 1);
     const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.5, g);
 
     ThreadGroup group(cp);
@@ -485,7 +552,8 @@ TEST(ContextParallel, RanksSumToTheWholeModel) {
                                     },
                                     [&group, r](std::span<const double> x, std::span<double> out) {
                                       group.reduce_scatter(r, x, out);
-                                    }};
+                                    },
+                                    [&group, r](std::span<double> x) { group(r, x); }};
         const Transformer<double> m(shape, {}, {}, ctx);
         // This rank's positions [r * local, (r + 1) * local] of each sequence (inputs and the
         // next id).
@@ -507,6 +575,387 @@ TEST(ContextParallel, RanksSumToTheWholeModel) {
       ASSERT_NEAR(sum, g[i], 1e-10 * std::max(1.0, std::abs(g[i]))) << "cp " << cp << ", " << i;
     }
   }
+}
+
+TEST(ContextParallel, RanksSumToTheWholeModel) { ExpectContextParallelSums(small_shape(true), 41); }
+
+}  // namespace
+}  // namespace parallax::exec
+
+namespace parallax::exec {
+namespace {
+
+// The MoE gradient-check model: tiny_shape's 2 layers, the first dense, the second 4 experts of
+// width 12 with top-2 routing, one shared expert, and a load-balancing loss.
+ModelShape moe_shape(bool tied, int64_t dense_layers = 1) {
+  ModelShape s = tiny_shape(tied);
+  s.moe = {.experts = 4,
+           .top_k = 2,
+           .expert_ffn_hidden = 12,
+           .shared_experts = 1,
+           .dense_layers = dense_layers,
+           .aux_loss_coeff = 0.01};
+  return s;
+}
+
+// small_shape with 4 experts of width 32, top-2, one shared expert, every layer MoE.
+ModelShape small_moe_shape() {
+  ModelShape s = small_shape(false);
+  s.moe = {.experts = 4,
+           .top_k = 2,
+           .expert_ffn_hidden = 32,
+           .shared_experts = 1,
+           .dense_layers = 0,
+           .aux_loss_coeff = 0.01};
+  return s;
+}
+
+// This rank's blocks of the whole model's buffer `from` (parameters, gradients, initial
+// values): tensor by tensor (matched by index in the whole layout), rows and columns of the
+// slot's block.
+std::vector<double> pick_blocks(const Transformer<double>& part, const Transformer<double>& whole,
+                                const std::vector<double>& from) {
+  std::vector<double> out(static_cast<size_t>(part.num_params()));
+  for (const TensorSlot& s : part.layout()) {
+    const auto w = std::find_if(whole.layout().begin(), whole.layout().end(),
+                                [&](const TensorSlot& t) { return t.index == s.index; });
+    EXPECT_EQ(w->name, s.name);
+    EXPECT_EQ(w->rows, s.full_rows);
+    for (int64_t i = 0; i < s.rows; ++i)
+      for (int64_t j = 0; j < s.cols; ++j)
+        out[static_cast<size_t>(s.offset + i * s.cols + j)] =
+            from[static_cast<size_t>(w->offset + (s.row0 + i) * w->cols + s.col0 + j)];
+  }
+  return out;
+}
+
+// Largest |a - b| / max(1, |b|) over the elements.
+double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0, std::abs(b[i])));
+  return worst;
+}
+
+TEST(ModelLayout, MoeLayersHoldRouterExpertsAndSharedExperts) {
+  const ModelShape shape = moe_shape(false);
+  const Transformer<double> m(shape);
+  std::vector<std::string> want = {"embed"};
+  for (const char* t :
+       {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w_gate", "w_up", "w_down"})
+    want.push_back(std::string("layers.0.") + t);
+  for (const char* t :
+       {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "router", "experts.w_gate", "experts.w_up",
+        "experts.w_down", "shared.w_gate", "shared.w_up", "shared.w_down"})
+    want.push_back(std::string("layers.1.") + t);
+  want.push_back("final_norm");
+  want.push_back("output");
+  ASSERT_EQ(m.layout().size(), want.size());
+  int64_t end = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const TensorSlot& s = m.layout()[i];
+    EXPECT_EQ(s.name, want[i]);
+    EXPECT_EQ(s.offset, end) << want[i];
+    EXPECT_EQ(s.index, static_cast<int64_t>(i)) << want[i];
+    EXPECT_EQ(s.expert, s.name.find("experts.") != std::string::npos) << want[i];
+    end += s.size();
+  }
+  EXPECT_EQ(end, m.num_params());
+  using Dims = std::pair<int64_t, int64_t>;
+  auto dims = [&](size_t i) { return Dims(m.layout()[i].rows, m.layout()[i].cols); };
+  EXPECT_EQ(dims(16), Dims(16, 4));   // router: hidden x E
+  EXPECT_EQ(dims(17), Dims(64, 12));  // experts.w_gate: E hidden x width
+  EXPECT_EQ(dims(19), Dims(48, 16));  // experts.w_down: E width x hidden
+  EXPECT_EQ(dims(20), Dims(16, 12));  // shared.w_gate: hidden x S width
+  EXPECT_EQ(dims(22), Dims(12, 16));  // shared.w_down
+
+  // One count of parameters: the planner's formula for the same model.
+  ModelSpec spec;
+  spec.layers = 2;
+  spec.hidden = 16;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 4;
+  spec.ffn_hidden = 24;
+  spec.vocab = 11;
+  spec.moe = MoeSpec{
+      .experts = 4, .top_k = 2, .shared_experts = 1, .expert_ffn_hidden = 12, .dense_layers = 1};
+  EXPECT_EQ(static_cast<double>(m.num_params()), count_params(spec).total());
+  const Result<ModelShape> r = executable_shape(spec);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(Transformer<double>(*r).num_params(), m.num_params());
+
+  // Expert-parallel rank 1 of 2 holds experts 2 and 3: the second half of the expert tensors'
+  // rows; nothing else is split.
+  const ExpertParallel<double> ep{2, 1, [](auto, auto, auto, auto) {}, [](auto, auto) {}};
+  const Transformer<double> r1(shape, {}, {}, {}, ep);
+  ASSERT_EQ(r1.layout().size(), m.layout().size());
+  for (size_t i = 0; i < m.layout().size(); ++i) {
+    const TensorSlot& s = r1.layout()[i];
+    EXPECT_EQ(s.replicated, m.layout()[i].replicated) << s.name;
+    EXPECT_EQ(s.rows, s.expert ? s.full_rows / 2 : s.full_rows) << s.name;
+    EXPECT_EQ(s.row0, s.expert ? s.full_rows / 2 : 0) << s.name;
+  }
+}
+
+// The dense tensors of a MoE model start where a dense model's do: the first layer, the
+// embedding (same places in the layout, same streams).
+TEST(ModelLayout, MoeModelKeepsTheDenseInitialValues) {
+  const Transformer<double> dense(tiny_shape(false)), moe(moe_shape(false));
+  std::vector<double> pd(static_cast<size_t>(dense.num_params())),
+      pm(static_cast<size_t>(moe.num_params()));
+  dense.init(pd, 3);
+  moe.init(pm, 3);
+  for (size_t t = 0; t < 16; ++t) {  // embed, layer 0, layer 1's attention and norm
+    const TensorSlot& a = dense.layout()[t];
+    const TensorSlot& b = moe.layout()[t];
+    ASSERT_EQ(a.name, b.name);
+    for (int64_t i = 0; i < a.size(); ++i) ASSERT_EQ(pd[a.offset + i], pm[b.offset + i]) << a.name;
+  }
+}
+
+TEST(ModelShape, MoeSpecsRunAndBadOnesSayWhy) {
+  const ModelSpec* mixtral = nullptr;
+  for (const ModelSpec& spec : model_zoo())
+    if (spec.name == "mixtral-8x7b") mixtral = &spec;
+  ASSERT_NE(mixtral, nullptr);
+  const Result<ModelShape> r = executable_shape(*mixtral);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r->moe.experts, 8);
+  EXPECT_EQ(r->moe.top_k, 2);
+  EXPECT_EQ(r->moe.expert_ffn_hidden, 14336);
+  EXPECT_EQ(r->moe.shared_experts, 0);
+  EXPECT_EQ(r->moe.dense_layers, 0);
+  EXPECT_EQ(r->moe.aux_loss_coeff, 0.01);
+
+  ModelSpec bad = *mixtral;
+  bad.moe->top_k = 9;
+  bad.moe->expert_ffn_hidden = 0;
+  bad.moe->dense_layers = 32;
+  const std::string text = executable_shape(bad).error_text();
+  EXPECT_NE(text.find("/moe/top_k: top_k=9 must be in [1, experts=8]"), std::string::npos) << text;
+  EXPECT_NE(text.find("/moe/expert_ffn_hidden: must be positive, got 0"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("/moe/dense_layers: dense_layers=32 must be in [0, layers=32)"),
+            std::string::npos)
+      << text;
+}
+
+TEST(MoeGradient, MatchesFiniteDifferencesUntied) {
+  const double worst = max_gradient_error(moe_shape(false), 12);
+  RecordProperty("max_relative_error", scientific(worst));
+}
+
+TEST(MoeGradient, MatchesFiniteDifferencesTied) {
+  const double worst = max_gradient_error(moe_shape(true), 11);
+  RecordProperty("max_relative_error", scientific(worst));
+}
+
+// The load-balancing term alone: the objective with coefficient 1 minus that with 0 is
+// batch * seq * aux (per unit coefficient), and the difference of the two gradients is its
+// gradient, checked against finite differences. It reaches the router and what feeds it, never
+// the experts, the shared experts or the head: their gradients do not change at all.
+TEST(MoeGradient, LoadBalancingTermMatchesFiniteDifferences) {
+  ModelShape with = moe_shape(false, 0), without = with;
+  with.moe.aux_loss_coeff = 1.0;
+  without.moe.aux_loss_coeff = 0.0;
+  const Transformer<double> m1(with), m0(without);
+  std::vector<double> p = rich_params(m1, 52);
+  const int64_t batch = 2, seq = 5;
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), with.vocab, 52);
+  const Routing routed = routing<double>(m1, p, tokens, batch, seq);
+  ASSERT_GT(routed.margin, kMinRoutingMargin);
+  std::vector<double> g1(p.size(), 0.0), g0(p.size(), 0.0);
+  const double aux = m1.loss_and_grad(p, tokens, batch, seq, 1.0, g1) -
+                     m0.loss_and_grad(p, tokens, batch, seq, 1.0, g0);
+  EXPECT_GT(aux, 0.0);
+  std::mt19937_64 rng(53);
+  double worst = 0;
+  for (const TensorSlot& s : m1.layout()) {
+    // After the last router: the last layer's experts and shared experts, and the head.
+    const bool downstream = (s.name.starts_with("layers.1.") &&
+                             (s.expert || s.name.find("shared.") != std::string::npos)) ||
+                            s.name == "final_norm" || s.name == "output";
+    for (int64_t i = 0; i < s.size() && downstream; ++i)
+      ASSERT_EQ(g1[s.offset + i], g0[s.offset + i]) << s.name;
+    if (downstream) continue;
+    for (int k = 0; k < 10; ++k) {
+      const size_t i = static_cast<size_t>(s.offset) + rng() % static_cast<uint64_t>(s.size());
+      const double h = 1e-3, x = p[i];
+      auto f = [&](double dx) {
+        p[i] = x + dx;
+        EXPECT_EQ(routing<double>(m1, p, tokens, batch, seq).experts, routed.experts);
+        return m1.loss(p, tokens, batch, seq) - m0.loss(p, tokens, batch, seq);
+      };
+      const double numeric = (-f(2 * h) + 8 * f(h) - 8 * f(-h) + f(-2 * h)) / (12 * h);
+      p[i] = x;
+      const double analytic = g1[i] - g0[i];
+      const double err =
+          std::abs(analytic - numeric) / std::max({std::abs(analytic), std::abs(numeric), 1e-4});
+      EXPECT_LT(err, 1e-6) << s.name << " [" << i - s.offset << "]: " << analytic << " vs "
+                           << numeric;
+      worst = std::max(worst, err);
+    }
+  }
+  RecordProperty("max_relative_error", scientific(worst));
+}
+
+TEST(Transformer, MoeFloatAndDoubleAgree) {
+  const ModelShape shape = small_moe_shape();
+  const Transformer<float> mf(shape);
+  const Transformer<double> md(shape);
+  const std::vector<double> pd = rich_params(md, 61);
+  const std::vector<float> pf(pd.begin(), pd.end());
+  const int64_t batch = 2, seq = 16;
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 62);
+  // Both pick the same experts, far enough from a tie for float rounding not to matter.
+  const Routing rd = routing<double>(md, pd, tokens, batch, seq);
+  EXPECT_EQ(routing<float>(mf, pf, tokens, batch, seq).experts, rd.experts);
+  EXPECT_GT(rd.margin, 1e-3);
+  ExpectFloatMatchesDouble(mf, pf, md, pd, tokens, batch, seq);
+}
+
+// Two expert-parallel ranks, each with its own sequence (as data-parallel ranks) and half the
+// experts: rank r's loss is the whole model's on sequence r alone (the load-balancing loss is
+// per microbatch: rank r's is over its sequence), its non-expert gradients are those of
+// sequence r, and its experts' gradients are the whole model's for both sequences (each
+// sequence's tokens reach both ranks' experts). Without the load-balancing loss, the two ranks
+// are the whole model's batch of both sequences split.
+TEST(ExpertParallel, RanksReproduceTheWholeModel) {
+  for (double coeff : {0.01, 0.0}) {
+    ModelShape shape = moe_shape(false);
+    shape.moe.aux_loss_coeff = coeff;
+    const Transformer<double> whole(shape);
+    const std::vector<double> p = rich_params(whole, 71);
+    std::vector<double> init(p.size());
+    whole.init(init, 9);
+    const int64_t seq = 6, len = seq + 1;
+    const std::vector<int32_t> tokens = random_tokens(2 * len, shape.vocab, 72);
+    const std::span<const int32_t> all(tokens);
+    // Per sequence, and both as one batch.
+    std::vector<std::vector<double>> g_seq(2, std::vector<double>(p.size(), 0.0));
+    double loss_seq[2];
+    for (int r = 0; r < 2; ++r) {
+      loss_seq[r] = whole.loss_and_grad(p, all.subspan(r * len, len), 1, seq, 0.5, g_seq[r]);
+      // Each sequence sends tokens to the other rank's experts: the exchange is exercised.
+      const Routing routed = routing<double>(whole, p, all.subspan(r * len, len), 1, seq);
+      EXPECT_TRUE(std::any_of(routed.experts.begin(), routed.experts.end(),
+                              [r](int32_t e) { return e / 2 != r; }));
+    }
+    std::vector<double> g_both(p.size(), 0.0), g_sum(p.size());
+    const double loss_both = whole.loss_and_grad(p, all, 2, seq, 0.5, g_both);
+    for (size_t i = 0; i < p.size(); ++i) g_sum[i] = g_seq[0][i] + g_seq[1][i];
+
+    ThreadGroup group(2);
+    std::vector<double> losses(2);
+    std::vector<std::vector<double>> grads(2), want(2), want_init(2), got_init(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        ExpertParallel<double> ep{
+            2, r,
+            [&group, r](std::span<const double> send, std::span<const int64_t> send_counts,
+                        std::span<double> recv, std::span<const int64_t> recv_counts) {
+              group.all_to_all(r, send, send_counts, recv, recv_counts);
+            },
+            [&group, r](std::span<const int64_t> send, std::span<int64_t> recv) {
+              group.all_to_all_counts(r, send, recv);
+            }};
+        const Transformer<double> m(shape, {}, {}, {}, ep);
+        const std::vector<double> pr = pick_blocks(m, whole, p);
+        // Expert blocks: both sequences; everything else: this rank's sequence.
+        want[r] = pick_blocks(m, whole, g_seq[static_cast<size_t>(r)]);
+        const std::vector<double> expert_want = pick_blocks(m, whole, g_sum);
+        for (const TensorSlot& s : m.layout())
+          if (s.expert)
+            std::copy_n(expert_want.begin() + s.offset, s.size(), want[r].begin() + s.offset);
+        want_init[r] = pick_blocks(m, whole, init);
+        got_init[r].resize(pr.size());
+        m.init(got_init[r], 9);
+        grads[r].assign(pr.size(), 0.0);
+        losses[r] = m.loss_and_grad(pr, all.subspan(r * len, len), 1, seq, 0.5, grads[r]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_NEAR(losses[r], loss_seq[r], 1e-12 * loss_seq[r]) << "rank " << r;
+      EXPECT_LT(max_difference(grads[r], want[r]), 1e-12) << "rank " << r << ", coeff " << coeff;
+      EXPECT_EQ(got_init[r], want_init[r]) << "rank " << r;
+    }
+    if (coeff == 0.0) {
+      EXPECT_NEAR(losses[0] + losses[1], loss_both, 1e-12 * loss_both);
+      EXPECT_LT(max_difference(g_sum, g_both), 1e-12);
+    }
+  }
+}
+
+// Tensor-parallel shards of a MoE model (shared experts split like the dense MLP, routed experts
+// replicated) give the whole model's loss and, for their blocks, its gradients.
+TEST(TensorParallel, MoeShardsReproduceTheWholeModel) {
+  const ModelShape shape = moe_shape(false);
+  const Transformer<double> whole(shape);
+  const std::vector<double> p = rich_params(whole, 81);
+  std::vector<double> g(p.size(), 0.0);
+  const int64_t batch = 2, seq = 6;
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 82);
+  const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.5, g);
+  ThreadGroup reduce(2);
+  std::vector<double> losses(2), errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      const Transformer<double> m(shape,
+                                  {2, r, [&reduce, r](std::span<double> x) { reduce(r, x); }});
+      for (const TensorSlot& s : m.layout()) {
+        const bool split = s.name.find("shared.") != std::string::npos || s.name.ends_with(".wq") ||
+                           s.name.ends_with(".wk") || s.name.ends_with(".wv") ||
+                           s.name.ends_with(".wo") || s.name.starts_with("layers.0.w_");
+        EXPECT_EQ(s.replicated, !split) << s.name;
+      }
+      std::vector<double> gs(static_cast<size_t>(m.num_params()), 0.0);
+      losses[r] = m.loss_and_grad(pick_blocks(m, whole, p), tokens, batch, seq, 0.5, gs);
+      errors[r] = max_difference(gs, pick_blocks(m, whole, g));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NEAR(losses[r], loss, 1e-12 * loss) << "rank " << r;
+    EXPECT_LT(errors[r], 1e-12) << "rank " << r;
+  }
+}
+
+// Two stages of a model whose layers are both MoE: the head's cross-entropy plus each stage's
+// aux() is the whole model's objective, and the gradients (the first stage's load-balancing
+// term weighted by the grad_scale its forward got) are the whole model's.
+TEST(PipelineStages, MoeStagesAddTheirLoadBalancingLosses) {
+  const ModelShape shape = moe_shape(false, 0);
+  const Transformer<double> whole(shape);
+  const std::vector<double> p = rich_params(whole, 91);
+  std::vector<double> g(p.size(), 0.0);
+  const int64_t batch = 2, seq = 7;
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 92);
+  const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.25, g);
+  const Transformer<double> s0(shape, {}, StageRange{0, 1, true, false}),
+      s1(shape, {}, StageRange{1, 2, false, true});
+  const std::vector<double> p0 = pick_blocks(s0, whole, p), p1 = pick_blocks(s1, whole, p);
+  std::vector<double> g0(p0.size(), 0.0), g1(p1.size(), 0.0);
+  StagePass<double> a(s0, p0, tokens, batch, seq), b(s1, p1, tokens, batch, seq);
+  EXPECT_EQ(a.forward({}, 0.25, g0), 0.0);
+  EXPECT_GT(a.aux(), 0.0);
+  const std::vector<double> act(a.output().begin(), a.output().end());
+  const double ce = b.forward(act, 0.25, g1);
+  EXPECT_GT(b.aux(), 0.0);
+  EXPECT_NEAR(ce + a.aux() + b.aux(), loss, 1e-12 * loss);
+  b.backward({}, g1);
+  const std::vector<double> d_act(b.input_grad().begin(), b.input_grad().end());
+  a.backward(d_act, g0);
+  EXPECT_LT(max_difference(g0, pick_blocks(s0, whole, g)), 1e-12);
+  EXPECT_LT(max_difference(g1, pick_blocks(s1, whole, g)), 1e-12);
+}
+
+TEST(ContextParallel, MoeRanksSumToTheWholeModel) {
+  ExpectContextParallelSums(small_moe_shape(), 101);
 }
 
 }  // namespace

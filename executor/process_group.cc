@@ -37,6 +37,15 @@ class LocalGroup final : public ProcessGroup {
   Result<std::unique_ptr<ProcessGroup>> split(int, int) override {
     return std::unique_ptr<ProcessGroup>(std::make_unique<LocalGroup>());
   }
+  Diagnostics all_to_all(std::span<const float> send, std::span<const int64_t>,
+                         std::span<float> recv, std::span<const int64_t>) override {
+    std::copy(send.begin(), send.end(), recv.begin());
+    return {};
+  }
+  Diagnostics all_to_all(std::span<const int64_t> send, std::span<int64_t> recv) override {
+    std::copy(send.begin(), send.end(), recv.begin());
+    return {};
+  }
   // One rank has no peer: a pipeline of one stage never sends.
   Diagnostics send(std::span<const float>, int dest, int) override { return no_peer(dest); }
   Diagnostics recv(std::span<float>, int src, int) override { return no_peer(src); }
@@ -141,6 +150,46 @@ class MpiGroup final : public ProcessGroup {
     MPI_Request r = MPI_REQUEST_NULL;
     MPI_Ibarrier(comm_, &r);
     wait_collective(r, "barrier", 0);
+  }
+  Diagnostics all_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
+                         std::span<float> recv, std::span<const int64_t> recv_counts) override {
+    PX_CHECK(static_cast<int>(send_counts.size()) == size_ &&
+                 static_cast<int>(recv_counts.size()) == size_,
+             "all-to-all needs one count per rank");
+    std::vector<int> sc(static_cast<size_t>(size_)), sd(sc.size()), rc(sc.size()), rd(sc.size());
+    int64_t s_at = 0, r_at = 0;
+    for (int r = 0; r < size_; ++r) {
+      PX_CHECK(s_at + send_counts[r] <= INT_MAX && r_at + recv_counts[r] <= INT_MAX,
+               "all-to-all over INT_MAX elements");
+      sc[r] = static_cast<int>(send_counts[r]);
+      sd[r] = static_cast<int>(s_at);
+      rc[r] = static_cast<int>(recv_counts[r]);
+      rd[r] = static_cast<int>(r_at);
+      s_at += send_counts[r];
+      r_at += recv_counts[r];
+    }
+    PX_CHECK(s_at == static_cast<int64_t>(send.size()) && r_at == static_cast<int64_t>(recv.size()),
+             "all-to-all counts disagree with the buffers");
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (Diagnostics d =
+            check(MPI_Ialltoallv(send.data(), sc.data(), sd.data(), MPI_FLOAT, recv.data(),
+                                 rc.data(), rd.data(), MPI_FLOAT, comm_, &r),
+                  "MPI_Ialltoallv");
+        !d.empty())
+      return d;
+    return wait_collective(r, "all-to-all", send.size());
+  }
+  Diagnostics all_to_all(std::span<const int64_t> send, std::span<int64_t> recv) override {
+    PX_CHECK(send.size() == recv.size() && send.size() % static_cast<size_t>(size_) == 0,
+             "all-to-all of counts: " << send.size() << " values over " << size_ << " ranks");
+    const int per = static_cast<int>(send.size() / static_cast<size_t>(size_));
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (Diagnostics d = check(
+            MPI_Ialltoall(send.data(), per, MPI_INT64_T, recv.data(), per, MPI_INT64_T, comm_, &r),
+            "MPI_Ialltoall");
+        !d.empty())
+      return d;
+    return wait_collective(r, "all-to-all of counts", send.size());
   }
   Diagnostics send(std::span<const float> data, int dest, int tag) override {
     if (Diagnostics d = reap(false); !d.empty()) return d;

@@ -27,6 +27,12 @@ class ProcessGroup {
   /// The largest `v` over the ranks.
   virtual double max(double v) = 0;
   virtual void barrier() = 0;
+  /// Sends send_counts[r] values of `send` (in rank order) to each rank r and receives
+  /// recv_counts[r] values from each into `recv` (in rank order): the expert dispatch.
+  virtual Diagnostics all_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
+                                 std::span<float> recv, std::span<const int64_t> recv_counts) = 0;
+  /// The same with `per_rank` int64 values to and from every rank (counts ahead of a dispatch).
+  virtual Diagnostics all_to_all(std::span<const int64_t> send, std::span<int64_t> recv) = 0;
   /// Sends a copy of `data` to rank `dest` of this group and returns without waiting for it to
   /// be received (the pipeline's activations and gradients).
   virtual Diagnostics send(std::span<const float> data, int dest, int tag) = 0;

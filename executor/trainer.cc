@@ -50,6 +50,19 @@ Diagnostics check_options(const ModelShape& shape, const TokenSource& data, cons
   if (o.schedule == ScheduleKind::kZeroBubbleH1)
     d.push_back(
         {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
+  if (o.ep < 1 || (dp * o.cp) % o.ep != 0)
+    d.push_back(
+        {"--ep",
+         "ep=" + std::to_string(o.ep) + " must divide dp * cp = " + std::to_string(dp * o.cp),
+         "expert-parallel ranks are data-parallel ranks that share the experts"});
+  else if (o.ep > 1 && (shape.moe.experts == 0 || shape.moe.experts % o.ep != 0))
+    d.push_back({"--ep",
+                 "ep=" + std::to_string(o.ep) + " must divide the experts (" +
+                     std::to_string(shape.moe.experts) + ")",
+                 shape.moe.experts == 0 ? "expert parallelism needs a MoE model" : ""});
+  if (o.ep > 1 && o.shard_optimizer)
+    d.push_back({"--zero", "the distributed optimizer with expert parallelism is not executed yet",
+                 "--zero 0 with --ep"});
   if (o.vpp > 1 && o.pp == 1)
     d.push_back({"--vpp", "interleaving needs a pipeline (pp > 1)", "--vpp 1"});
   if (shape.kv_heads % o.tp != 0 || shape.ffn_hidden % o.tp != 0)
@@ -87,11 +100,13 @@ std::vector<uint8_t> decay_mask(const Transformer<float>& model) {
   return mask;
 }
 
-/// 1 where a parameter is replicated over the tensor-parallel group (counted once in the norm).
+/// Each parameter's class for the gradient norm: 0 sharded over tp, 1 replicated over tp (counted
+/// once), 3 and 4 the same for routed-expert tensors.
 std::vector<uint8_t> replicated_mask(const Transformer<float>& model) {
   std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 0);
   for (const TensorSlot& s : model.layout())
-    if (s.replicated) std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(), 1);
+    std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(),
+              static_cast<uint8_t>((s.replicated ? 1 : 0) + (s.expert ? 3 : 0)));
   return mask;
 }
 
@@ -150,6 +165,15 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   ProcessGroup& dp_group = *groups->data;
   ProcessGroup& pp_group = *groups->pp;
   const int data_rank = dp_group.rank(), data_size = dp_group.size();
+  // Expert parallelism folds over the data group: ep consecutive data ranks share the experts of
+  // each MoE layer; the ranks holding the same experts (edp) reduce the experts' gradients.
+  auto ep_split = dp_group.split(data_rank / o.ep, data_rank % o.ep);
+  if (!ep_split) return ep_split.errors();
+  auto edp_split = dp_group.split(data_rank % o.ep, data_rank / o.ep);
+  if (!edp_split) return edp_split.errors();
+  ProcessGroup& ep_group = **ep_split;
+  ProcessGroup& edp_group = **edp_split;
+  const int edp_rank = edp_group.rank();
   const int64_t local_seq = o.seq / o.cp;  // this rank's positions of each sequence
 
   const int64_t per_rank = o.global_batch / dp;
@@ -176,7 +200,19 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                             [&](std::span<const float> x, std::span<float> out) {
                               if (comm_errors.empty())
                                 comm_errors = cp_group.reduce_scatter_sum(x, out);
+                            },
+                            [&](std::span<float> x) {
+                              if (comm_errors.empty()) comm_errors = cp_group.all_reduce_sum(x);
                             }};
+  ExpertParallel<float> ep{o.ep, ep_group.rank(),
+                           [&](std::span<const float> send, std::span<const int64_t> sc,
+                               std::span<float> recv, std::span<const int64_t> rc) {
+                             if (comm_errors.empty())
+                               comm_errors = ep_group.all_to_all(send, sc, recv, rc);
+                           },
+                           [&](std::span<const int64_t> send, std::span<int64_t> recv) {
+                             if (comm_errors.empty()) comm_errors = ep_group.all_to_all(send, recv);
+                           }};
   // This rank's model chunks: chunk c is virtual stage c * pp + me.pp (Megatron's interleaving),
   // its parameters at offsets[c] of one flat buffer.
   const int64_t per_stage = shape.layers / stages;
@@ -185,8 +221,9 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   int64_t n = 0;
   for (int c = 0; c < vpp; ++c) {
     const int vs = virtual_stage(me.pp, c, pp);
-    chunks.emplace_back(
-        shape, tp, StageRange{vs * per_stage, (vs + 1) * per_stage, vs == 0, vs == stages - 1}, cp);
+    chunks.emplace_back(shape, tp,
+                        StageRange{vs * per_stage, (vs + 1) * per_stage, vs == 0, vs == stages - 1},
+                        cp, ep);
     offsets.push_back(n);
     n += chunks.back().num_params();
   }
@@ -200,7 +237,8 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   std::vector<float> grad_slice(o.shard_optimizer ? static_cast<size_t>(slice) : 0);
   // Per parameter: weight decay, and how it counts in the gradient norm (0: this rank's own,
   // 1: replicated over tp, counted by tp rank 0; 2: the head stage's copy of a tied embedding,
-  // not counted).
+  // not counted; 3 and 4: as 0 and 1 for routed-expert tensors, whose replicas are the ranks
+  // holding the same experts rather than the whole data group).
   std::vector<uint8_t> mask, norm_class;
   auto chunk_span = [&](std::vector<float>& buf, int c) {
     return std::span<float>(buf).subspan(static_cast<size_t>(offsets[c]),
@@ -244,11 +282,17 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   const SlotFilter writes = [&](const TensorSlot& t) {
     return &t != tied_copy && (!t.replicated || me.tp == 0);
   };
-  const nlohmann::json meta_model = {
+  nlohmann::json meta_model = {
       {"layers", shape.layers},     {"hidden", shape.hidden},
       {"heads", shape.heads},       {"kv_heads", shape.kv_heads},
       {"head_dim", shape.head_dim}, {"ffn_hidden", shape.ffn_hidden},
       {"vocab", shape.vocab},       {"tied_embeddings", shape.tied_embeddings}};
+  if (shape.moe.experts > 0)
+    meta_model["moe"] = {{"experts", shape.moe.experts},
+                         {"top_k", shape.moe.top_k},
+                         {"expert_ffn_hidden", shape.moe.expert_ffn_hidden},
+                         {"shared_experts", shape.moe.shared_experts},
+                         {"dense_layers", shape.moe.dense_layers}};
   TrainResult result;
   result.params = n;
   int64_t start = 1;
@@ -278,12 +322,16 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   }
   auto save = [&](int64_t step) -> Diagnostics {
     std::vector<Piece> pieces;
-    if (data_rank == 0)
-      append_pieces(views, 0, std::span<const float>(params).first(n), "param", writes, pieces);
-    if (o.shard_optimizer || data_rank == 0) {
-      append_pieces(views, first, adam.first_moment(), "adam_m", writes, pieces);
-      append_pieces(views, first, adam.second_moment(), "adam_v", writes, pieces);
-    }
+    // A replica's tensors are written by its first holder: data rank 0 for dense tensors, the
+    // first rank holding the same experts for expert tensors (each rank its own slice of the
+    // moments under the distributed optimizer).
+    const SlotFilter replica = [&](const TensorSlot& t) {
+      return writes(t) && (t.expert ? edp_rank == 0 : data_rank == 0);
+    };
+    append_pieces(views, 0, std::span<const float>(params).first(n), "param", replica, pieces);
+    const SlotFilter& moments = o.shard_optimizer ? writes : replica;
+    append_pieces(views, first, adam.first_moment(), "adam_m", moments, pieces);
+    append_pieces(views, first, adam.second_moment(), "adam_v", moments, pieces);
     inject_fault("save", step, group.rank());
     auto info = write_shard(o.checkpoint_dir, step, group.rank(), pieces);
     // Every rank's outcome, size and checksum (in 32-bit halves, exact in doubles) to rank 0.
@@ -381,6 +429,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
         }
         const double l = f.pass->forward(input, static_cast<float>(1.0 / step_tokens), cg);
         if (!comm_errors.empty()) return comm_errors;
+        loss_sum += f.pass->aux();  // MoE load-balancing terms of this stage (0 when dense)
         if (vs == stages - 1) {
           loss_sum += l;
         } else if (Diagnostics d = pp_group.send(f.pass->output(), next,
@@ -436,16 +485,26 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     if (o.shard_optimizer) {
       if (Diagnostics d = dp_group.reduce_scatter_sum(grads, grad_slice); !d.empty()) return d;
       g = grad_slice;
-    } else if (Diagnostics d = dp_group.all_reduce_sum(std::span<float>(grads)); !d.empty()) {
-      return d;
+    } else if (o.ep == 1) {
+      if (Diagnostics d = dp_group.all_reduce_sum(std::span<float>(grads)); !d.empty()) return d;
+    } else {
+      // Dense tensors over the data group, expert tensors over the ranks holding the same
+      // experts (an expert's tokens from the whole ep group already reached it).
+      for (const ChunkView& v : views)
+        for (const TensorSlot& t : v.model->layout()) {
+          const std::span<float> x = std::span<float>(grads).subspan(
+              static_cast<size_t>(v.offset + t.offset), static_cast<size_t>(t.size()));
+          if (Diagnostics d = (t.expert ? edp_group : dp_group).all_reduce_sum(x); !d.empty())
+            return d;
+        }
     }
     // Squared norm of the whole gradient: each element once over the job.
     double sq = 0;
-    if (o.shard_optimizer || data_rank == 0) {
-      for (int64_t i = 0; i < owned; ++i) {
-        const uint8_t k = norm_class[static_cast<size_t>(first + i)];
-        if (k == 0 || (k == 1 && me.tp == 0)) sq += static_cast<double>(g[i]) * g[i];
-      }
+    for (int64_t i = 0; i < owned; ++i) {
+      const uint8_t k = norm_class[static_cast<size_t>(first + i)];
+      const bool counted = (k == 0 || k == 3 || ((k == 1 || k == 4) && me.tp == 0)) &&
+                           (o.shard_optimizer || (k >= 3 ? edp_rank == 0 : data_rank == 0));
+      if (counted) sq += static_cast<double>(g[i]) * g[i];
     }
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
     const double norm = std::sqrt(sq);

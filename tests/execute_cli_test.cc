@@ -150,6 +150,22 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   ExpectLosses(a, 2, args + " --gpus 2 --cp 2");
   ExpectLosses(a, 4, args + " --gpus 4 --cp 2 --pp 2 --zero 1");
 
+  // Mixture of experts (router, top-2 of 4 experts, a shared expert, the load-balancing loss):
+  // expert parallelism over the data-parallel ranks, alone and with tp, cp and pp.
+  std::ofstream(dir.file("moe.json"))
+      << R"({"name": "moe", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
+             "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256,
+             "moe": {"experts": 4, "top_k": 2, "expert_ffn_hidden": 64, "shared_experts": 1,
+                     "dense_layers": 1}})";
+  const std::string moe = "execute --model " + Quote(dir.file("moe.json")) +
+                          " --gbs 4 --seq 32 --steps 20 --lr 3e-3 --format json";
+  const CliRun m1 = Parallax(moe, Streams::kStdoutOnly);
+  ASSERT_EQ(m1.exit_code, 0) << m1;
+  const std::vector<double> e = losses_of(m1.out);
+  ExpectLosses(e, 2, moe + " --gpus 2 --ep 2");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --cp 2");
+
   // A tied embedding split between the first and the last stage, interleaved.
   std::ofstream(dir.file("tied.json"))
       << R"({"name": "tied", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2,
@@ -219,9 +235,9 @@ TEST(ExecuteCli, GeneratesTheSameTextUnderTensorAndPipelineParallelism) {
 TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   ScratchDir dir;
   const std::string model = " --model " + Quote(tiny_model(dir));
-  CliRun r = Parallax("execute" + model + " --gpus 2 --ep 2 --gbs 4 --seq 32");
+  CliRun r = Parallax("execute" + model + " --gpus 2 --ep 2 --etp 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "--ep: ep=2 is not executed yet")) << r;
+  EXPECT_TRUE(Has(r, "--etp: etp=2 is not executed yet")) << r;
   r = Parallax("execute" + model + " --gpus 3 --cp 3 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--cp: cp=3 must divide the sequence length 32")) << r;
@@ -238,9 +254,12 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   r = Parallax("execute" + model + " --zero 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "ZeRO-2/3, FSDP) is not executed yet")) << r;
-  r = Parallax("execute --model mixtral-8x7b --gbs 4 --seq 32");
+  r = Parallax("execute --model deepseek-v3 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "MoE")) << r;
+  EXPECT_TRUE(Has(r, "MLA")) << r;
+  r = Parallax("execute" + model + " --gpus 2 --ep 2 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--ep")) << r;
   r = Parallax("execute" + model + " --gpus 4 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "mpirun -np 4")) << r;
