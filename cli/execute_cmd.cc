@@ -212,11 +212,11 @@ int run(const Opts& o) {
                    std::to_string(shape->layers) + " layers do not split evenly into pp * vpp = " +
                        std::to_string(plan.pp * plan.vpp) + " stages",
                    "a pp (and vpp) whose product divides the layers"});
-  if (plan.seq_len % plan.cp != 0)
+  if (plan.cp > 1 && plan.seq_len % (2 * plan.cp) != 0)
     bad.push_back({"--cp",
-                   "cp=" + std::to_string(plan.cp) + " must divide the sequence length " +
+                   "2 * cp = " + std::to_string(2 * plan.cp) + " must divide the sequence length " +
                        std::to_string(plan.seq_len),
-                   "each context-parallel rank holds an equal slice of positions"});
+                   "each context-parallel rank holds two equal chunks of every sequence"});
   if (shape && plan.ep > 1 && (shape->moe.experts == 0 || shape->moe.experts % plan.ep != 0))
     bad.push_back({"--ep",
                    "ep=" + std::to_string(plan.ep) + " must divide the experts (" +

@@ -139,8 +139,23 @@ class Pass {
   const PassInput<T> in_;
   const int64_t n_;  // tokens in the batch: batch * seq rows
   const T eps_;
-  ops::AttentionShape attn_shape_;
-  ops::RotaryTable<T> rope_;
+  // The rows of a rank come in parts_ parts of (batch / parts_) sequences x seq positions: one,
+  // or under load-balanced context parallelism two (the rank's early and late chunk of every
+  // sequence), each with its own positions: attention shape (q_offset) and rotary table.
+  int64_t parts_ = 1;
+  std::vector<ops::AttentionShape> part_shape_;
+  std::vector<ops::RotaryTable<T>> part_rope_;
+  /// Where chunk j of a sequence lives: (rank, part).
+  std::pair<int64_t, int64_t> chunk_home(int64_t j) const {
+    if (parts_ == 1) return {j, 0};
+    return j < cp_.size ? std::pair<int64_t, int64_t>{j, 0}
+                        : std::pair<int64_t, int64_t>{2 * cp_.size - 1 - j, 1};
+  }
+  void rotate(RowMatrix<T>& x, int64_t heads, bool inverse) const {
+    const int64_t rows = n_ / parts_;
+    for (int64_t h = 0; h < parts_; ++h)
+      part_rope_[static_cast<size_t>(h)].rotate(x.middleRows(h * rows, rows), heads, inverse);
+  }
   std::vector<int32_t> inputs_, targets_;
   std::vector<BlockActs<T>> acts_;  // one per block when training, else one reused by all
   RowMatrix<T> h_, x_final_, xf_;   // residual stream; final norm's input and output
@@ -173,17 +188,22 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
       layout_(model.layout()),
       in_(in),
       n_(in.batch * in.seq),
-      eps_(static_cast<T>(model.shape().norm_eps)),
-      attn_shape_{in.batch,
-                  in.seq,
-                  heads_,
-                  kv_heads_,
-                  shape_.head_dim,
-                  in.seq * model.context_parallel().size,
-                  in.seq * model.context_parallel().rank},
-      rope_(in.seq, shape_.head_dim, shape_.rope_theta, attn_shape_.q_offset) {
+      eps_(static_cast<T>(model.shape().norm_eps)) {
   PX_CHECK(in.batch > 0 && in.seq > 0,
            "batch and seq must be positive, got batch=" << in.batch << " seq=" << in.seq);
+  parts_ = cp_.size > 1 && cp_.balanced ? 2 : 1;
+  PX_CHECK(in.batch % parts_ == 0,
+           "load-balanced context parallelism wants both chunks of each sequence, got batch="
+               << in.batch);
+  const int64_t seq_full = in.seq * parts_ * cp_.size;
+  for (int64_t h = 0; h < parts_; ++h) {
+    int64_t chunk = cp_.rank;  // contiguous: this rank's chunk; balanced: rank and 2cp-1-rank
+    if (h == 1) chunk = 2 * cp_.size - 1 - cp_.rank;
+    const int64_t offset = chunk * in.seq;
+    part_shape_.push_back({in.batch / parts_, in.seq, heads_, kv_heads_, shape_.head_dim,
+                           cp_.size > 1 ? seq_full : 0, offset});
+    part_rope_.emplace_back(in.seq, shape_.head_dim, shape_.rope_theta, offset);
+  }
   PX_CHECK(static_cast<int64_t>(in.params.size()) == model.num_params(),
            "params has " << in.params.size() << " values, the model " << model.num_params());
   PX_CHECK(static_cast<int64_t>(in.tokens.size()) == in.batch * (in.seq + 1),
@@ -238,21 +258,27 @@ void Pass<T>::cp_gather(const RowMatrix<T>& local, RowMatrix<T>& full) {
   const int64_t seq = in_.seq, cols = local.cols();
   cp_.all_gather(std::span<const T>(local.data(), static_cast<size_t>(local.size())),
                  std::span<T>(cp_buf_.data(), static_cast<size_t>(cp_buf_.size())));
-  // cp_buf_ holds rank r's (batch x seq) rows at r * n_; full wants sequence b's positions of
-  // rank r at b * seq * cp + r * seq.
-  for (int64_t r = 0; r < cp_.size; ++r)
-    for (int64_t b = 0; b < in_.batch; ++b)
-      full.block((b * cp_.size + r) * seq, 0, seq, cols) =
-          cp_buf_.block(r * n_ + b * seq, 0, seq, cols);
+  // cp_buf_ holds rank r's rows at r * n_ (its parts one after the other); full wants chunk j of
+  // sequence b at (b * chunks + j) * seq.
+  const int64_t batch = in_.batch / parts_, chunks = parts_ * cp_.size;
+  for (int64_t j = 0; j < chunks; ++j) {
+    const auto [r, part] = chunk_home(j);
+    for (int64_t b = 0; b < batch; ++b)
+      full.block((b * chunks + j) * seq, 0, seq, cols) =
+          cp_buf_.block(r * n_ + (part * batch + b) * seq, 0, seq, cols);
+  }
 }
 
 template <typename T>
 void Pass<T>::cp_scatter(const RowMatrix<T>& full, RowMatrix<T>& local) {
   const int64_t seq = in_.seq, cols = full.cols();
-  for (int64_t r = 0; r < cp_.size; ++r)
-    for (int64_t b = 0; b < in_.batch; ++b)
-      cp_buf_.block(r * n_ + b * seq, 0, seq, cols) =
-          full.block((b * cp_.size + r) * seq, 0, seq, cols);
+  const int64_t batch = in_.batch / parts_, chunks = parts_ * cp_.size;
+  for (int64_t j = 0; j < chunks; ++j) {
+    const auto [r, part] = chunk_home(j);
+    for (int64_t b = 0; b < batch; ++b)
+      cp_buf_.block(r * n_ + (part * batch + b) * seq, 0, seq, cols) =
+          full.block((b * chunks + j) * seq, 0, seq, cols);
+  }
   cp_.reduce_scatter(std::span<const T>(cp_buf_.data(), static_cast<size_t>(cp_buf_.size())),
                      std::span<T>(local.data(), static_cast<size_t>(local.size())));
 }
@@ -288,14 +314,19 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
   a.q.noalias() = xn_ * mat(p, at(b.wq));
   a.k.noalias() = xn_ * mat(p, at(b.wk));
   a.v.noalias() = xn_ * mat(p, at(b.wv));
-  rope_.rotate(a.q, heads_, false);
-  rope_.rotate(a.k, kv_heads_, false);
+  rotate(a.q, heads_, false);
+  rotate(a.k, kv_heads_, false);
   if (cp_.size == 1) {
-    ops::attention_forward<T>(attn_shape_, a.q, a.k, a.v, a.attn, a.lse);
+    ops::attention_forward<T>(part_shape_[0], a.q, a.k, a.v, a.attn, a.lse);
   } else {
     cp_gather(a.k, k_all_);
     cp_gather(a.v, v_all_);
-    ops::attention_forward<T>(attn_shape_, a.q, k_all_, v_all_, a.attn, a.lse);
+    const int64_t rows = n_ / parts_;
+    for (int64_t h = 0; h < parts_; ++h)
+      ops::attention_forward<T>(part_shape_[static_cast<size_t>(h)], a.q.middleRows(h * rows, rows),
+                                k_all_, v_all_, a.attn.middleRows(h * rows, rows),
+                                std::span<T>(a.lse).subspan(static_cast<size_t>(h * rows * heads_),
+                                                            static_cast<size_t>(rows * heads_)));
   }
   if (tp_.size == 1) {
     h_.noalias() += a.attn * mat(p, at(b.wo));
@@ -446,20 +477,26 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
   d_k_.setZero();
   d_v_.setZero();
   if (cp_.size == 1) {
-    ops::attention_backward<T>(attn_shape_, a.q, a.k, a.v, a.attn, a.lse, d_attn_, d_q_, d_k_,
+    ops::attention_backward<T>(part_shape_[0], a.q, a.k, a.v, a.attn, a.lse, d_attn_, d_q_, d_k_,
                                d_v_);
   } else {  // K and V gathered again rather than kept: a block's worth of memory less
     cp_gather(a.k, k_all_);
     cp_gather(a.v, v_all_);
     dk_all_.setZero();
     dv_all_.setZero();
-    ops::attention_backward<T>(attn_shape_, a.q, k_all_, v_all_, a.attn, a.lse, d_attn_, d_q_,
-                               dk_all_, dv_all_);
+    const int64_t rows = n_ / parts_;
+    for (int64_t h = 0; h < parts_; ++h)
+      ops::attention_backward<T>(
+          part_shape_[static_cast<size_t>(h)], a.q.middleRows(h * rows, rows), k_all_, v_all_,
+          a.attn.middleRows(h * rows, rows),
+          std::span<const T>(a.lse).subspan(static_cast<size_t>(h * rows * heads_),
+                                            static_cast<size_t>(rows * heads_)),
+          d_attn_.middleRows(h * rows, rows), d_q_.middleRows(h * rows, rows), dk_all_, dv_all_);
     cp_scatter(dk_all_, d_k_);
     cp_scatter(dv_all_, d_v_);
   }
-  rope_.rotate(d_q_, heads_, true);
-  rope_.rotate(d_k_, kv_heads_, true);
+  rotate(d_q_, heads_, true);
+  rotate(d_k_, kv_heads_, true);
   ops::rms_norm_forward<T>(a.x_attn, vec(p, at(b.attn_norm)), eps_, xn_, rstd_);
   mat(grads, at(b.wq)).noalias() += xn_.transpose() * d_q_;
   mat(grads, at(b.wk)).noalias() += xn_.transpose() * d_k_;

@@ -74,10 +74,13 @@ struct TensorParallel {
   std::function<void(std::span<T>)> all_reduce;
 };
 
-/// Context parallelism: rank `rank` of `size` holds positions [rank * L, (rank + 1) * L) of every
-/// sequence, L = seq / size (a contiguous split: the causal work is not balanced across ranks,
-/// unlike Megatron's two-chunk split). Attention all-gathers K and V over the group, in forward
-/// and again in backward, and reduce-scatters their gradients; everything else is per position.
+/// Context parallelism. Contiguous: rank `rank` of `size` holds positions [rank * L, (rank + 1) *
+/// L) of every sequence, L = seq / size. Balanced (Megatron's split, which evens out the causal
+/// work): each sequence is cut into 2 * size chunks of L = seq / (2 size) and the rank holds
+/// chunks `rank` and 2 size - 1 - rank; a pass then takes 2 B rows of L positions: the early
+/// chunks of its B sequences, then their late chunks. Attention all-gathers K and V over the
+/// group, in forward and again in backward, and reduce-scatters their gradients; everything else
+/// is per position.
 template <typename T>
 struct ContextParallel {
   int size = 1, rank = 0;
@@ -89,6 +92,7 @@ struct ContextParallel {
   /// load-balancing loss is over the whole microbatch). Needed when size > 1 and the stage has
   /// MoE layers.
   std::function<void(std::span<T> x)> all_reduce{};
+  bool balanced = false;  ///< Megatron's two-chunk split (above); else contiguous
 };
 
 /// Expert parallelism (executor/moe.h): rank `rank` of `size` holds experts [rank * E / size,

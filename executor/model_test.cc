@@ -528,15 +528,15 @@ TEST(PipelineStages, ChainReproducesTheWholeModel) {
 namespace parallax::exec {
 namespace {
 
-// Context-parallel ranks, each holding a contiguous slice of every sequence's positions, sum to
-// the whole model's loss and gradients. In a MoE model each rank's load-balancing loss is the
+// Context-parallel ranks, each holding its chunks of every sequence (contiguous or balanced), sum
+// to the whole model's loss and gradients. In a MoE model each rank's load-balancing loss is the
 // whole microbatch's (router statistics summed over the group); rank 0 alone reports it.
 void ExpectContextParallelSums(const ModelShape& shape, uint64_t seed) {
-  for (int cp : {2, 3}) {
+  for (const auto& [cp, balanced] : {std::pair{2, false}, {3, false}, {2, true}, {3, true}}) {
     const Transformer<double> whole(shape);
     const std::vector<double> p = rich_params(whole, seed);
     std::vector<double> g(p.size(), 0.0);
-    const int64_t batch = 2, seq = 12, local = seq / cp;
+    const int64_t batch = 2, seq = 12, parts = balanced ? 2 : 1, local = seq / cp / parts;
     const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, seed + 1);
     const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.5, g);
 
@@ -546,33 +546,39 @@ void ExpectContextParallelSums(const ModelShape& shape, uint64_t seed) {
     std::vector<std::thread> threads;
     for (int r = 0; r < cp; ++r) {
       threads.emplace_back([&, r] {
-        ContextParallel<double> ctx{cp, r,
+        ContextParallel<double> ctx{cp,
+                                    r,
                                     [&group, r](std::span<const double> x, std::span<double> out) {
                                       group.all_gather(r, x, out);
                                     },
                                     [&group, r](std::span<const double> x, std::span<double> out) {
                                       group.reduce_scatter(r, x, out);
                                     },
-                                    [&group, r](std::span<double> x) { group(r, x); }};
+                                    [&group, r](std::span<double> x) { group(r, x); },
+                                    balanced};
         const Transformer<double> m(shape, {}, {}, ctx);
-        // This rank's positions [r * local, (r + 1) * local] of each sequence (inputs and the
-        // next id).
+        // This rank's chunk r (and, balanced, chunk 2 cp - 1 - r) of each sequence: positions
+        // and the id after them, early chunks first.
         std::vector<int32_t> mine;
-        for (int64_t b = 0; b < batch; ++b)
-          for (int64_t i = 0; i <= local; ++i)
-            mine.push_back(tokens[b * (seq + 1) + r * local + i]);
+        for (int64_t part = 0; part < parts; ++part)
+          for (int64_t b = 0; b < batch; ++b) {
+            const int64_t j = part == 0 ? r : 2 * cp - 1 - r;
+            for (int64_t i = 0; i <= local; ++i)
+              mine.push_back(tokens[b * (seq + 1) + j * local + i]);
+          }
         grads[r].assign(p.size(), 0.0);
-        losses[r] = m.loss_and_grad(p, mine, batch, local, 0.5, grads[r]);
+        losses[r] = m.loss_and_grad(p, mine, batch * parts, local, 0.5, grads[r]);
       });
     }
     for (auto& t : threads) t.join();
     double total = 0;
     for (double l : losses) total += l;
-    EXPECT_NEAR(total, loss, 1e-10 * loss) << "cp " << cp;
+    EXPECT_NEAR(total, loss, 1e-10 * loss) << "cp " << cp << (balanced ? " balanced" : "");
     for (size_t i = 0; i < g.size(); ++i) {
       double sum = 0;
       for (const auto& gr : grads) sum += gr[i];
-      ASSERT_NEAR(sum, g[i], 1e-10 * std::max(1.0, std::abs(g[i]))) << "cp " << cp << ", " << i;
+      ASSERT_NEAR(sum, g[i], 1e-10 * std::max(1.0, std::abs(g[i])))
+          << "cp " << cp << (balanced ? " balanced" : "") << ", " << i;
     }
   }
 }

@@ -36,11 +36,11 @@ Diagnostics check_options(const ModelShape& shape, const TokenSource& data, cons
     return d;
   }
   const int dp = world / (o.tp * o.pp * o.cp);
-  if (o.seq % o.cp != 0)
-    d.push_back(
-        {"--cp",
-         "cp=" + std::to_string(o.cp) + " must divide the sequence length " + std::to_string(o.seq),
-         "each context-parallel rank holds an equal slice of positions"});
+  if (o.cp > 1 && o.seq % (2 * o.cp) != 0)
+    d.push_back({"--cp",
+                 "2 * cp = " + std::to_string(2 * o.cp) + " must divide the sequence length " +
+                     std::to_string(o.seq),
+                 "each context-parallel rank holds two equal chunks of every sequence"});
   const int64_t stages = static_cast<int64_t>(o.pp) * o.vpp;
   if (shape.layers % stages != 0)
     d.push_back({o.vpp > 1 ? "--vpp" : "--pp",
@@ -204,6 +204,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                             [&](std::span<float> x) {
                               if (comm_errors.empty()) comm_errors = cp_group.all_reduce_sum(x);
                             }};
+  cp.balanced = true;  // Megatron's two-chunk split
   ExpertParallel<float> ep{o.ep, ep_group.rank(),
                            [&](std::span<const float> send, std::span<const int64_t> sc,
                                std::span<float> recv, std::span<const int64_t> rc) {
@@ -264,7 +265,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       shape.tied_embeddings && stages > 1 && me.pp == 0 ? &chunks[0].layout().front() : nullptr;
   AdamW adam(o.adam, std::vector<uint8_t>(mask.begin() + first, mask.begin() + first + owned));
 
-  const int64_t len = o.seq + 1, local_len = local_seq + 1;
+  const int64_t len = o.seq + 1;
   const double step_tokens = static_cast<double>(o.global_batch) * o.seq;
   const int64_t activation = o.micro_batch * local_seq * shape.hidden;
   std::vector<int32_t> sequence(static_cast<size_t>(len));
@@ -408,17 +409,22 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       if (op.kind == PassKind::kForward) {
         InFlight& f = flight[{op.microbatch, c}];
         // Sequence ids of this microbatch: the run's global order, split by replica.
-        // A context-parallel rank keeps its positions and the id after them.
-        f.tokens.resize(static_cast<size_t>(o.micro_batch * local_len));
+        // A context-parallel rank keeps its two chunks of each sequence (positions and the id
+        // after each): first the early chunks of the microbatch's sequences, then the late ones.
+        const int64_t chunk = o.cp > 1 ? local_seq / 2 : local_seq, parts = o.cp > 1 ? 2 : 1;
+        f.tokens.resize(static_cast<size_t>(o.micro_batch * parts * (chunk + 1)));
         const int64_t seq0 =
             (step - 1) * o.global_batch + me.dp * per_rank + op.microbatch * o.micro_batch;
         for (int64_t b = 0; b < o.micro_batch; ++b) {
           data.sequence(seq0 + b, sequence);
-          std::copy_n(sequence.begin() + me.cp * local_seq, local_len,
-                      f.tokens.begin() + b * local_len);
+          for (int64_t part = 0; part < parts; ++part) {
+            const int64_t j = part == 0 ? me.cp : 2 * o.cp - 1 - me.cp;  // chunk of the sequence
+            std::copy_n(sequence.begin() + j * chunk, chunk + 1,
+                        f.tokens.begin() + (part * o.micro_batch + b) * (chunk + 1));
+          }
         }
-        f.pass = std::make_unique<StagePass<float>>(chunks[c], params_c, f.tokens, o.micro_batch,
-                                                    local_seq);
+        f.pass = std::make_unique<StagePass<float>>(chunks[c], params_c, f.tokens,
+                                                    o.micro_batch * parts, chunk);
         std::span<const float> input;
         if (vs > 0) {
           if (Diagnostics d =

@@ -240,7 +240,7 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   EXPECT_TRUE(Has(r, "--etp: etp=2 is not executed yet")) << r;
   r = Parallax("execute" + model + " --gpus 3 --cp 3 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "--cp: cp=3 must divide the sequence length 32")) << r;
+  EXPECT_TRUE(Has(r, "--cp: 2 * cp = 6 must divide the sequence length 32")) << r;
   // Tensor parallelism splits whole KV heads (tiny has 2).
   r = Parallax("execute" + model + " --gpus 4 --tp 4 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
