@@ -73,11 +73,12 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
-/// MPI ranks of a communicator. Every collective and receive is non-blocking underneath and
-/// waited for against a deadline (the group's time-out): a rank that never arrives does not hang
-/// the job. Each member tells the group's first rank (on a duplicate communicator) the number of
-/// every collective it enters, so when a wait expires the first rank names the members that have
-/// not arrived; then it aborts the job (the others are blocked in MPI and cannot return).
+/// MPI ranks of a communicator. Every collective starts with a non-blocking barrier and every
+/// receive is non-blocking, each waited for against a deadline (the group's time-out): a rank
+/// that never arrives does not hang the job. Each member tells the group's first rank (on a
+/// duplicate communicator) the number of every collective it enters, so when a wait expires the
+/// first rank names the members that have not arrived; then it aborts the job (the others are
+/// blocked in MPI and cannot return).
 class MpiGroup final : public ProcessGroup {
  public:
   MpiGroup(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
@@ -117,40 +118,27 @@ class MpiGroup final : public ProcessGroup {
     PX_CHECK(static_cast<int64_t>(data.size()) == static_cast<int64_t>(out.size()) * size_,
              "reduce-scatter of " << data.size() << " into chunks of " << out.size());
     PX_CHECK(out.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (Diagnostics d =
-            check(MPI_Ireduce_scatter_block(data.data(), out.data(), static_cast<int>(out.size()),
-                                            MPI_FLOAT, MPI_SUM, comm_, &r),
-                  "MPI_Ireduce_scatter_block");
-        !d.empty())
-      return d;
-    return wait_collective(r, "reduce-scatter", data.size());
+    if (Diagnostics d = arrive("reduce-scatter", data.size()); !d.empty()) return d;
+    return check(MPI_Reduce_scatter_block(data.data(), out.data(), static_cast<int>(out.size()),
+                                          MPI_FLOAT, MPI_SUM, comm_),
+                 "MPI_Reduce_scatter_block");
   }
   Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) override {
     PX_CHECK(static_cast<int64_t>(out.size()) == static_cast<int64_t>(chunk.size()) * size_,
              "all-gather of " << chunk.size() << " into " << out.size());
     PX_CHECK(chunk.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (Diagnostics d =
-            check(MPI_Iallgather(chunk.data(), static_cast<int>(chunk.size()), MPI_FLOAT,
-                                 out.data(), static_cast<int>(chunk.size()), MPI_FLOAT, comm_, &r),
-                  "MPI_Iallgather");
-        !d.empty())
-      return d;
-    return wait_collective(r, "all-gather", out.size());
+    if (Diagnostics d = arrive("all-gather", out.size()); !d.empty()) return d;
+    return check(MPI_Allgather(chunk.data(), static_cast<int>(chunk.size()), MPI_FLOAT, out.data(),
+                               static_cast<int>(chunk.size()), MPI_FLOAT, comm_),
+                 "MPI_Allgather");
   }
   double max(double v) override {
     double out = v;
-    MPI_Request r = MPI_REQUEST_NULL;
-    MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_, &r);
-    wait_collective(r, "max", 1);
+    arrive("max", 1);
+    MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_);
     return out;
   }
-  void barrier() override {
-    MPI_Request r = MPI_REQUEST_NULL;
-    MPI_Ibarrier(comm_, &r);
-    wait_collective(r, "barrier", 0);
-  }
+  void barrier() override { arrive("barrier", 0); }
   Diagnostics all_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
                          std::span<float> recv, std::span<const int64_t> recv_counts) override {
     PX_CHECK(static_cast<int>(send_counts.size()) == size_ &&
@@ -170,26 +158,18 @@ class MpiGroup final : public ProcessGroup {
     }
     PX_CHECK(s_at == static_cast<int64_t>(send.size()) && r_at == static_cast<int64_t>(recv.size()),
              "all-to-all counts disagree with the buffers");
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (Diagnostics d =
-            check(MPI_Ialltoallv(send.data(), sc.data(), sd.data(), MPI_FLOAT, recv.data(),
-                                 rc.data(), rd.data(), MPI_FLOAT, comm_, &r),
-                  "MPI_Ialltoallv");
-        !d.empty())
-      return d;
-    return wait_collective(r, "all-to-all", send.size());
+    if (Diagnostics d = arrive("all-to-all", send.size()); !d.empty()) return d;
+    return check(MPI_Alltoallv(send.data(), sc.data(), sd.data(), MPI_FLOAT, recv.data(), rc.data(),
+                               rd.data(), MPI_FLOAT, comm_),
+                 "MPI_Alltoallv");
   }
   Diagnostics all_to_all(std::span<const int64_t> send, std::span<int64_t> recv) override {
     PX_CHECK(send.size() == recv.size() && send.size() % static_cast<size_t>(size_) == 0,
              "all-to-all of counts: " << send.size() << " values over " << size_ << " ranks");
     const int per = static_cast<int>(send.size() / static_cast<size_t>(size_));
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (Diagnostics d = check(
-            MPI_Ialltoall(send.data(), per, MPI_INT64_T, recv.data(), per, MPI_INT64_T, comm_, &r),
-            "MPI_Ialltoall");
-        !d.empty())
-      return d;
-    return wait_collective(r, "all-to-all of counts", send.size());
+    if (Diagnostics d = arrive("all-to-all of counts", send.size()); !d.empty()) return d;
+    return check(MPI_Alltoall(send.data(), per, MPI_INT64_T, recv.data(), per, MPI_INT64_T, comm_),
+                 "MPI_Alltoall");
   }
   Diagnostics send(std::span<const float> data, int dest, int tag) override {
     if (Diagnostics d = reap(false); !d.empty()) return d;
@@ -240,13 +220,22 @@ class MpiGroup final : public ProcessGroup {
     constexpr int64_t kChunk = 1 << 28;
     for (int64_t off = 0; off < n; off += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - off));
-      MPI_Request r = MPI_REQUEST_NULL;
-      const int rc = MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * element, count,
-                                    type, MPI_SUM, comm_, &r);
-      if (Diagnostics d = check(rc, "MPI_Iallreduce"); !d.empty()) return d;
-      if (Diagnostics d = wait_collective(r, "all-reduce", n); !d.empty()) return d;
+      if (Diagnostics d = arrive("all-reduce", static_cast<size_t>(n)); !d.empty()) return d;
+      const int rc = MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * element, count,
+                                   type, MPI_SUM, comm_);
+      if (Diagnostics d = check(rc, "MPI_Allreduce"); !d.empty()) return d;
     }
     return {};
+  }
+
+  /// Waits, against the deadline, until every member has reached collective `what` (a
+  /// non-blocking barrier); the collective itself then runs blocking, with MPI's tuned
+  /// algorithms (its non-blocking collectives are several times slower for large buffers), and
+  /// cannot wait on a rank that is not there.
+  Diagnostics arrive(const char* what, size_t values) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (Diagnostics d = check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier"); !d.empty()) return d;
+    return wait_collective(r, what, values);
   }
 
   /// Tells the group's first rank that this rank entered collective number `seq_`, then waits
