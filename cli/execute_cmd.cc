@@ -33,6 +33,8 @@ struct Opts {
   double timeout_s = 300;
   int64_t save_every = 0;
   bool resume = false;
+  bool fit = false;
+  double fit_gib = 0;  ///< the memory --fit fits into (all ranks); 0: 80% of what is available
 };
 
 /// What this version of the executor runs: data, tensor, pipeline and context parallelism.
@@ -55,12 +57,40 @@ Diagnostics unsupported(const ParallelPlan& p) {
 /// Weights, gradients and two Adam moments in fp32, plus the activations one microbatch saves
 /// for backward (a generous per-layer count of hidden-sized and ffn-sized tensors, and the
 /// logits): a check before allocating, not a prediction.
-double footprint_gib(const exec::ModelShape& s, int64_t params, int64_t mbs, int64_t seq) {
-  const double tokens = static_cast<double>(mbs) * seq;
+/// Per rank: tp and pp divide the blocks' weights (the embedding and output layer counted whole),
+/// pp and cp the saved activations.
+double footprint_gib(const exec::ModelShape& s, int64_t params, const ParallelPlan& p) {
+  const double tokens = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
   const double per_layer = tokens * (12.0 * s.hidden + 4.0 * s.ffn_hidden) +
-                           static_cast<double>(mbs) * s.heads * seq * seq;
-  const double act = s.layers * per_layer + 3.0 * tokens * s.vocab;
-  return (16.0 * params + 4.0 * act) / kGiB;
+                           static_cast<double>(p.micro_batch) * s.heads * p.seq_len * p.seq_len /
+                               (static_cast<double>(p.cp) * p.cp);
+  const double act = s.layers * per_layer / p.pp + 3.0 * tokens * s.vocab;
+  const double weights =
+      static_cast<double>(params) / (p.tp * p.pp) + 2.0 * static_cast<double>(s.vocab) * s.hidden;
+  return (16.0 * weights + 4.0 * act) / kGiB;
+}
+
+/// The model scaled down by `f` with its proportions kept: layers, query and KV heads (the
+/// grouping and head size kept), hidden (heads x head size when the model ties them), the MLP
+/// (its ratio to hidden) and expert widths divided by f, rounded so that the layout still divides
+/// them (tp the KV heads and widths, pp * vpp the layers); vocabulary, experts and top-k kept.
+exec::ModelShape scaled(exec::ModelShape s, int64_t f, const ParallelPlan& p) {
+  auto down = [f](int64_t x, int64_t unit) { return std::max(unit, x / f / unit * unit); };
+  const int64_t group = s.heads / s.kv_heads;
+  const bool tied = s.hidden == s.heads * s.head_dim;  // Llama: hidden = heads x head size
+  const double mlp_ratio = static_cast<double>(s.ffn_hidden) / static_cast<double>(s.hidden);
+  s.kv_heads = down(s.kv_heads, p.tp);
+  s.heads = s.kv_heads * group;
+  s.hidden = tied ? s.heads * s.head_dim : down(s.hidden, 64);
+  if (s.ffn_hidden > 0) {
+    const auto unit = static_cast<int64_t>(16 * p.tp);
+    s.ffn_hidden = std::max(
+        unit, static_cast<int64_t>(mlp_ratio * static_cast<double>(s.hidden)) / unit * unit);
+  }
+  s.moe.expert_ffn_hidden = s.moe.experts > 0 ? down(s.moe.expert_ffn_hidden, 16) : 0;
+  s.layers = down(s.layers, static_cast<int64_t>(p.pp) * p.vpp);
+  s.moe.dense_layers = std::min(s.moe.dense_layers, s.layers - 1);
+  return s;
 }
 
 double available_gib() {
@@ -199,6 +229,40 @@ int run(const Opts& o) {
   const ParallelPlan& plan = resolved->plan;
   Diagnostics bad = unsupported(plan);
   auto shape = exec::executable_shape(resolved->model);
+  if (shape && (o.fit || o.fit_gib > 0)) {
+    // Halve the proportions until the ranks' shares fit this machine's memory (80% of it).
+    const double have = o.fit_gib > 0 ? o.fit_gib / 0.8 : available_gib();
+    for (int halvings = 0; halvings < 40; ++halvings) {
+      const double need =
+          footprint_gib(*shape, exec::Transformer<float>(*shape).num_params(), plan);
+      if (have <= 0 || need * group->size() <= 0.8 * have) break;
+      const exec::ModelShape next = scaled(*shape, 2, plan);
+      if (next.hidden == shape->hidden && next.layers == shape->layers) {  // at the floor
+        bad.push_back({"--fit",
+                       resolved->model.name + " scaled as far as its proportions allow (" +
+                           std::to_string(shape->layers) + " layers, hidden " +
+                           std::to_string(shape->hidden) + ", vocab " +
+                           std::to_string(shape->vocab) + ") still needs " +
+                           format_fixed(need * group->size(), 2) + " GiB, more than the " +
+                           format_fixed(0.8 * have, 2) + " GiB it may use",
+                       "more memory (--fit-gib), a shorter --seq, or a smaller model"});
+        break;
+      }
+      shape.value() = next;
+    }
+    if (rank0 && o.format == "table")
+      std::printf(
+          "scaled %s to fit: %lld layers, hidden %lld, %lld heads (%lld KV) of %lld, MLP "
+          "%lld, vocab %lld%s\n",
+          resolved->model.name.c_str(), static_cast<long long>(shape->layers),
+          static_cast<long long>(shape->hidden), static_cast<long long>(shape->heads),
+          static_cast<long long>(shape->kv_heads), static_cast<long long>(shape->head_dim),
+          static_cast<long long>(shape->ffn_hidden), static_cast<long long>(shape->vocab),
+          shape->moe.experts > 0 ? (", " + std::to_string(shape->moe.experts) + " experts of " +
+                                    std::to_string(shape->moe.expert_ffn_hidden))
+                                       .c_str()
+                                 : "");
+  }
   if (!shape)
     bad.insert(bad.end(), shape.errors().begin(), shape.errors().end());
   else if (shape->kv_heads % plan.tp != 0 || shape->ffn_hidden % plan.tp != 0)
@@ -255,7 +319,7 @@ int run(const Opts& o) {
   }
 
   const exec::Transformer<float> probe(*shape);
-  const double need = footprint_gib(*shape, probe.num_params(), plan.micro_batch, plan.seq_len);
+  const double need = footprint_gib(*shape, probe.num_params(), plan);
   const double have = available_gib();
   if (have > 0 && need * group->size() > have)
     return fail(
@@ -401,6 +465,13 @@ void add_execute_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--temperature", o->temperature,
                   "generate: 0 = greedy (default), else sample softmax(logits / T)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--fit", o->fit,
+                "scale the model down, keeping its proportions (head size, GQA grouping, "
+                "vocabulary, experts), until each rank's share fits this machine's memory");
+  cmd->add_option("--fit-gib", o->fit_gib,
+                  "--fit into this many GiB (all ranks together) instead of 80% of the memory "
+                  "available")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout", o->timeout_s,
                   "seconds a rank waits in a collective or for a pipeline message before the "
                   "job is stopped, naming the ranks that have not arrived (default 300)")

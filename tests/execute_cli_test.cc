@@ -232,6 +232,22 @@ TEST(ExecuteCli, GeneratesTheSameTextUnderTensorAndPipelineParallelism) {
   EXPECT_TRUE(Has(dp, "generation runs under tp and pp only")) << dp;
 }
 
+// A zoo model scaled down to what fits: proportions kept (head size, GQA grouping, vocabulary),
+// and it trains.
+TEST(ExecuteCli, FitScalesAZooModelDownToTheMemoryGiven) {
+  CliRun r = Parallax("execute --model llama3.1-8b --fit-gib 8 --gbs 1 --seq 16 --steps 1");
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r,
+                  "scaled llama3.1-8b to fit: 4 layers, hidden 512, 4 heads (1 KV) of 128, "
+                  "MLP 1792, vocab 128256"))
+      << r;
+  EXPECT_TRUE(Has(r, "step    1  loss")) << r;
+  // The vocabulary is kept, so a budget below the embedding's own need is refused.
+  r = Parallax("execute --model llama3.1-8b --fit-gib 0.6 --gbs 1 --seq 16 --steps 1");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "scaled as far as its proportions allow")) << r;
+}
+
 TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   ScratchDir dir;
   const std::string model = " --model " + Quote(tiny_model(dir));
