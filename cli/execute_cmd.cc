@@ -47,10 +47,6 @@ Diagnostics unsupported(const ParallelPlan& p) {
            "the executor runs data, tensor, pipeline, context and expert parallelism (etp 1)"});
   };
   not_yet("--etp", p.etp);
-  if (p.zero_stage > 1 || p.fsdp)
-    d.push_back({p.fsdp ? "--fsdp" : "--zero",
-                 "sharding gradients or parameters (ZeRO-2/3, FSDP) is not executed yet",
-                 "--zero 1 (the distributed optimizer) or 0"});
   return d;
 }
 
@@ -286,7 +282,7 @@ int run(const Opts& o) {
                    "ep=" + std::to_string(plan.ep) + " must divide the experts (" +
                        std::to_string(shape->moe.experts) + ")",
                    shape->moe.experts == 0 ? "expert parallelism needs a MoE model" : ""});
-  if (plan.ep > 1 && plan.zero_stage == 1)
+  if (plan.ep > 1 && (plan.zero_stage >= 1 || plan.fsdp))
     bad.push_back({"--zero",
                    "the distributed optimizer with expert parallelism is not executed yet",
                    "--zero 0 with --ep"});
@@ -351,7 +347,9 @@ int run(const Opts& o) {
   t.ep = plan.ep;
   t.vpp = plan.vpp;
   t.schedule = plan.schedule;
-  t.shard_optimizer = plan.zero_stage == 1;
+  t.shard_optimizer = plan.zero_stage >= 1 || plan.fsdp;
+  t.shard_gradients = plan.zero_stage >= 2 || plan.fsdp;
+  t.shard_parameters = plan.zero_stage == 3 || plan.fsdp;
   t.checkpoint_dir = o.checkpoint_dir;
   t.save_every = o.save_every;
   t.resume = o.resume;

@@ -1,9 +1,13 @@
 #include "executor/trainer.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -60,6 +64,12 @@ Diagnostics check_options(const ModelShape& shape, const TokenSource& data, cons
                  "ep=" + std::to_string(o.ep) + " must divide the experts (" +
                      std::to_string(shape.moe.experts) + ")",
                  shape.moe.experts == 0 ? "expert parallelism needs a MoE model" : ""});
+  if (o.shard_gradients && !o.shard_optimizer)
+    d.push_back({"--zero", "sharded gradients need the sharded optimizer", ""});
+  if (o.shard_gradients && shape.tied_embeddings && o.pp > 1)
+    d.push_back({"--zero",
+                 "ZeRO-2/3 with a tied embedding split across pipeline stages is not executed yet",
+                 "--zero 1, or an untied model"});
   if (o.ep > 1 && o.shard_optimizer)
     d.push_back({"--zero", "the distributed optimizer with expert parallelism is not executed yet",
                  "--zero 0 with --ep"});
@@ -135,6 +145,21 @@ namespace {
 /// each stage sends its microbatches in order, so the tag need not be unique per microbatch.
 int pipeline_tag(int64_t mb, int vs, int stages, int dir) {
   return static_cast<int>(((mb % 64) * stages + vs) * 2 + dir);
+}
+
+/// Zeroes `v` and hands its whole pages back to the kernel (they come back zero-filled when next
+/// touched): how a sharded buffer stops occupying memory between uses.
+void release(std::vector<float>& v) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(v.data());
+  const uintptr_t end = begin + v.size() * sizeof(float);
+  const uintptr_t a = (begin + page - 1) / page * page, b = end / page * page;
+  if (b > a && madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED) == 0) {
+    std::fill(v.data(), reinterpret_cast<float*>(a), 0.0f);
+    std::fill(reinterpret_cast<float*>(b), v.data() + v.size(), 0.0f);
+  } else {
+    std::fill(v.begin(), v.end(), 0.0f);
+  }
 }
 
 /// Fault injection for the fault tests: PARALLAX_FAULT=<what>:<where>:<step>:<rank> makes that
@@ -236,6 +261,14 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   std::vector<float> params(static_cast<size_t>(padded), 0.0f),
       grads(static_cast<size_t>(padded), 0.0f);
   std::vector<float> grad_slice(o.shard_optimizer ? static_cast<size_t>(slice) : 0);
+  // ZeRO-2/3: each backward's gradient is reduce-scattered at once (into grad_part, added to
+  // grad_slice) and the full buffer released; ZeRO-3/FSDP keeps only own_params at rest and
+  // gathers the whole buffer before each forward and backward (one unit per rank's chunks).
+  std::vector<float> grad_part(o.shard_gradients ? static_cast<size_t>(slice) : 0);
+  std::vector<float> own_params;
+  auto gather = [&]() -> Diagnostics {
+    return o.shard_parameters ? dp_group.all_gather(own_params, params) : Diagnostics{};
+  };
   // Per parameter: weight decay, and how it counts in the gradient norm (0: this rank's own,
   // 1: replicated over tp, counted by tp rank 0; 2: the head stage's copy of a tied embedding,
   // not counted; 3 and 4: as 0 and 1 for routed-expert tensors, whose replicas are the ranks
@@ -321,7 +354,12 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     start = ckpt->step() + 1;
     result.resumed_from = ckpt->step();
   }
+  if (o.shard_parameters) {
+    own_params.assign(params.begin() + first, params.begin() + first + slice);
+    release(params);
+  }
   auto save = [&](int64_t step) -> Diagnostics {
+    if (Diagnostics d = gather(); !d.empty()) return d;
     std::vector<Piece> pieces;
     // A replica's tensors are written by its first holder: data rank 0 for dense tensors, the
     // first rank holding the same experts for expert tensors (each rank its own slice of the
@@ -335,6 +373,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     append_pieces(views, first, adam.second_moment(), "adam_v", moments, pieces);
     inject_fault("save", step, group.rank());
     auto info = write_shard(o.checkpoint_dir, step, group.rank(), pieces);
+    if (o.shard_parameters) release(params);
     // Every rank's outcome, size and checksum (in 32-bit halves, exact in doubles) to rank 0.
     const int world = group.size(), me_rank = group.rank();
     std::vector<double> table(4 * static_cast<size_t>(world), 0.0);
@@ -374,7 +413,10 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                                {"cp", o.cp},
                                {"dp", dp},
                                {"vpp", o.vpp},
-                               {"zero", o.shard_optimizer ? 1 : 0}}}};
+                               {"zero", o.shard_parameters  ? 3
+                                        : o.shard_gradients ? 2
+                                        : o.shard_optimizer ? 1
+                                                            : 0}}}};
       nlohmann::json losses = nlohmann::json::array();
       for (const StepRecord& r : result.steps) losses.push_back(r.loss);
       meta["losses"] = losses;
@@ -400,12 +442,14 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     group.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     std::fill(grads.begin(), grads.end(), 0.0f);
+    std::fill(grad_slice.begin(), grad_slice.end(), 0.0f);
     double loss_sum = 0;
     std::map<std::pair<int, int>, InFlight> flight;  // (microbatch, chunk)
     for (const PipelineOp& op : ops) {
       const int c = op.chunk, vs = virtual_stage(me.pp, c, pp);
       const std::span<float> params_c = chunk_span(params, c), cg = chunk_span(grads, c);
       const int prev = (vs - 1) % pp, next = (vs + 1) % pp;
+      if (Diagnostics d = gather(); !d.empty()) return d;
       if (op.kind == PassKind::kForward) {
         InFlight& f = flight[{op.microbatch, c}];
         // Sequence ids of this microbatch: the run's global order, split by replica.
@@ -464,7 +508,13 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
             return d;
         }
         flight.erase(it);
+        if (o.shard_gradients) {
+          if (Diagnostics d = dp_group.reduce_scatter_sum(grads, grad_part); !d.empty()) return d;
+          for (size_t i = 0; i < grad_part.size(); ++i) grad_slice[i] += grad_part[i];
+          release(grads);
+        }
       }
+      if (o.shard_parameters) release(params);
     }
     if (Diagnostics d = pp_group.wait_sends(); !d.empty()) return d;
     // A tied embedding's two copies (first and last stage) add their gradients, in one order on
@@ -488,7 +538,9 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     // The gradient of this rank's slice, summed over the data-parallel replicas and the
     // context-parallel slices.
     std::span<float> g = grads;
-    if (o.shard_optimizer) {
+    if (o.shard_gradients) {
+      g = grad_slice;  // reduced after each backward
+    } else if (o.shard_optimizer) {
       if (Diagnostics d = dp_group.reduce_scatter_sum(grads, grad_slice); !d.empty()) return d;
       g = grad_slice;
     } else if (o.ep == 1) {
@@ -514,8 +566,10 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     }
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
     const double norm = std::sqrt(sq);
-    adam.step(std::span<float>(params).subspan(first, owned), g.first(owned), norm, step);
-    if (o.shard_optimizer) {
+    adam.step(o.shard_parameters ? std::span<float>(own_params).first(owned)
+                                 : std::span<float>(params).subspan(first, owned),
+              g.first(owned), norm, step);
+    if (o.shard_optimizer && !o.shard_parameters) {
       // Every replica's updated slice back into every replica's full copy of the shard.
       const std::vector<float> mine(params.begin() + first, params.begin() + first + slice);
       if (Diagnostics d = dp_group.all_gather(mine, params); !d.empty()) return d;

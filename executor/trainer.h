@@ -39,6 +39,11 @@ struct TrainOptions {
   /// slice of the parameters; gradients are reduce-scattered and parameters all-gathered
   /// instead of one all-reduce.
   bool shard_optimizer = false;
+  /// ZeRO-2: each backward's gradient is reduce-scattered at once and the full buffer released.
+  bool shard_gradients = false;
+  /// ZeRO-3 / FSDP: parameters sharded at rest, gathered before each forward and backward of a
+  /// microbatch and released after it (one gathering unit per rank: its pipeline chunks).
+  bool shard_parameters = false;
   AdamWConfig adam;
   /// Checkpoints: every `save_every` steps (0: never) each rank writes its shard of the
   /// parameters and AdamW moments under checkpoint_dir, and rank 0 the manifest that completes

@@ -77,6 +77,7 @@ TEST_F(CheckpointCli, ResumeContinuesBitForBitAndReshards) {
   // resharded, the same curve to fp32 round-off.
   for (const auto& [ranks, layout] : {std::pair<int, std::string>{2, "--gpus 2 --pp 2"},
                                       {2, "--gpus 2 --zero 1"},
+                                      {2, "--gpus 2 --zero 3"},
                                       {1, "--gpus 1"}}) {
     const CliRun r = MpiParallax(ranks, ckpt(layout + " --steps 8 --resume"), Streams::kStdoutOnly);
     ASSERT_EQ(r.exit_code, 0) << MpiParallax(ranks, ckpt(layout + " --steps 8 --resume"));

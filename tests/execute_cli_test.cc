@@ -149,6 +149,11 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   ExpectLosses(a, 4, args + " --gpus 4 --tp 2 --pp 2");
   ExpectLosses(a, 2, args + " --gpus 2 --cp 2");
   ExpectLosses(a, 4, args + " --gpus 4 --cp 2 --pp 2 --zero 1");
+  // ZeRO-2 (gradients reduce-scattered after each backward), ZeRO-3 and FSDP (parameters
+  // sharded at rest, gathered around each forward and backward).
+  ExpectLosses(a, 2, args + " --gpus 2 --zero 2");
+  ExpectLosses(a, 4, args + " --gpus 4 --zero 3 --pp 2");
+  ExpectLosses(a, 4, args + " --gpus 4 --fsdp --zero 0 --tp 2");
 
   // Mixture of experts (router, top-2 of 4 experts, a shared expert, the load-balancing loss):
   // expert parallelism over the data-parallel ranks, alone and with tp, cp and pp.
@@ -267,9 +272,6 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   r = Parallax("execute" + model + " --gpus 2 --pp 2 --schedule zb-h1 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "zero-bubble schedule is not executed yet")) << r;
-  r = Parallax("execute" + model + " --zero 2 --gbs 4 --seq 32");
-  EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "ZeRO-2/3, FSDP) is not executed yet")) << r;
   r = Parallax("execute --model deepseek-v3 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "MLA")) << r;
