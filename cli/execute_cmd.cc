@@ -34,6 +34,7 @@ struct Opts {
   int64_t save_every = 0;
   bool resume = false;
   bool fit = false;
+  bool async_save = false;
   double fit_gib = 0;  ///< the memory --fit fits into (all ranks); 0: 80% of what is available
 };
 
@@ -353,6 +354,7 @@ int run(const Opts& o) {
   t.checkpoint_dir = o.checkpoint_dir;
   t.save_every = o.save_every;
   t.resume = o.resume;
+  t.async_save = o.async_save;
   t.data_name = o.data == "synthetic" ? "synthetic (seed " + std::to_string(o.seed + 1) + ")"
                                       : "text " + o.data;
   t.adam.lr = o.lr;
@@ -475,6 +477,9 @@ void add_execute_command(CLI::App& app, int* exit_code) {
                   "job is stopped, naming the ranks that have not arrived (default 300)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--save-every", o->save_every, "save a checkpoint every N steps (0: never)");
+  cmd->add_flag("--async-save", o->async_save,
+                "write checkpoint shards on a thread that overlaps the next step (the state is "
+                "copied first; the checkpoint completes at the end of that step)");
   cmd->add_flag("--resume", o->resume,
                 "continue from the newest complete checkpoint in --checkpoint-dir, under this "
                 "run's layout (the checkpoint is resharded as needed), up to --steps");

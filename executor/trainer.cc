@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #if defined(__GLIBC__)
@@ -358,22 +360,17 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     own_params.assign(params.begin() + first, params.begin() + first + slice);
     release(params);
   }
-  auto save = [&](int64_t step) -> Diagnostics {
-    if (Diagnostics d = gather(); !d.empty()) return d;
-    std::vector<Piece> pieces;
-    // A replica's tensors are written by its first holder: data rank 0 for dense tensors, the
-    // first rank holding the same experts for expert tensors (each rank its own slice of the
-    // moments under the distributed optimizer).
-    const SlotFilter replica = [&](const TensorSlot& t) {
-      return writes(t) && (t.expert ? edp_rank == 0 : data_rank == 0);
-    };
-    append_pieces(views, 0, std::span<const float>(params).first(n), "param", replica, pieces);
-    const SlotFilter& moments = o.shard_optimizer ? writes : replica;
-    append_pieces(views, first, adam.first_moment(), "adam_m", moments, pieces);
-    append_pieces(views, first, adam.second_moment(), "adam_v", moments, pieces);
-    inject_fault("save", step, group.rank());
-    auto info = write_shard(o.checkpoint_dir, step, group.rank(), pieces);
-    if (o.shard_parameters) release(params);
+  // A save writes this rank's shard (at once, or with --async-save on a thread that overlaps the
+  // next step), then completes the step: every rank's outcome to rank 0, which writes the
+  // manifest. An asynchronous save completes at the end of the next step, at the same point on
+  // every rank.
+  struct PendingSave {
+    int64_t step = 0;
+    size_t losses = 0;  // steps recorded when the state was taken
+    std::future<Result<ShardInfo>> shard;
+  };
+  std::optional<PendingSave> pending;
+  auto complete = [&](int64_t step, Result<ShardInfo> info, size_t losses_known) -> Diagnostics {
     // Every rank's outcome, size and checksum (in 32-bit halves, exact in doubles) to rank 0.
     const int world = group.size(), me_rank = group.rank();
     std::vector<double> table(4 * static_cast<size_t>(world), 0.0);
@@ -418,7 +415,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                                         : o.shard_optimizer ? 1
                                                             : 0}}}};
       nlohmann::json losses = nlohmann::json::array();
-      for (const StepRecord& r : result.steps) losses.push_back(r.loss);
+      for (size_t i = 0; i < losses_known; ++i) losses.push_back(result.steps[i].loss);
       meta["losses"] = losses;
       Diagnostics d = write_manifest(o.checkpoint_dir, step, shards, meta);
       written = d.empty() ? 1 : 0;
@@ -435,6 +432,46 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                        "the previous complete checkpoint is intact"}};
     }
     return {};
+  };
+  auto save = [&](int64_t step) -> Diagnostics {
+    if (Diagnostics d = gather(); !d.empty()) return d;
+    std::vector<Piece> pieces;
+    // A replica's tensors are written by its first holder: data rank 0 for dense tensors, the
+    // first rank holding the same experts for expert tensors (each rank its own slice of the
+    // moments under the distributed optimizer).
+    const SlotFilter replica = [&](const TensorSlot& t) {
+      return writes(t) && (t.expert ? edp_rank == 0 : data_rank == 0);
+    };
+    append_pieces(views, 0, std::span<const float>(params).first(n), "param", replica, pieces);
+    const SlotFilter& moments = o.shard_optimizer ? writes : replica;
+    append_pieces(views, first, adam.first_moment(), "adam_m", moments, pieces);
+    append_pieces(views, first, adam.second_moment(), "adam_v", moments, pieces);
+    inject_fault("save", step, group.rank());
+    if (o.async_save) {
+      // The state is copied now; the thread writes the copy while training goes on.
+      std::vector<std::vector<float>> copies;
+      for (Piece& piece : pieces) {
+        copies.emplace_back(piece.data.begin(), piece.data.end());
+        piece.data = copies.back();
+      }
+      if (o.shard_parameters) release(params);
+      pending = PendingSave{
+          step, result.steps.size(),
+          std::async(std::launch::async, [dir = o.checkpoint_dir, step, rank = group.rank(),
+                                          pieces = std::move(pieces), copies = std::move(copies)] {
+            return write_shard(dir, step, rank, pieces);
+          })};
+      return {};
+    }
+    auto info = write_shard(o.checkpoint_dir, step, group.rank(), pieces);
+    if (o.shard_parameters) release(params);
+    return complete(step, std::move(info), result.steps.size());
+  };
+  auto finish_pending = [&]() -> Diagnostics {
+    if (!pending) return {};
+    PendingSave p = std::move(*pending);
+    pending.reset();
+    return complete(p.step, p.shard.get(), p.losses);
   };
 
   for (int64_t step = start; step <= o.steps; ++step) {
@@ -585,6 +622,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     r.peak_memory_gib = group.max(peak_resident_gib());
     result.steps.push_back(r);
     if (on_step) on_step(r);
+    if (Diagnostics d = finish_pending(); !d.empty()) return d;
     if (o.save_every > 0 && !o.checkpoint_dir.empty() && step % o.save_every == 0) {
       const auto s0 = std::chrono::steady_clock::now();
       if (Diagnostics d = save(step); !d.empty()) return d;
@@ -593,6 +631,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
           std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
     }
   }
+  if (Diagnostics d = finish_pending(); !d.empty()) return d;
   std::vector<double> times;
   for (size_t i = result.steps.size() > 1 ? 1 : 0; i < result.steps.size(); ++i)
     times.push_back(result.steps[i].time_s);

@@ -52,6 +52,9 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int64_t save_every = 0;
   bool resume = false;
+  /// Write the shards on a thread that overlaps the next step (the state is copied first); the
+  /// step's checkpoint completes (manifest) at the end of that next step.
+  bool async_save = false;
   /// Describes the data (recorded in checkpoints; a resume with other data is refused).
   std::string data_name;
 };

@@ -89,6 +89,26 @@ TEST_F(CheckpointCli, ResumeContinuesBitForBitAndReshards) {
   }
 }
 
+// --async-save writes the shards on a thread while the next step runs; the checkpoints complete
+// and resume bit for bit.
+TEST_F(CheckpointCli, AsynchronousSaveCompletesAndResumesBitForBit) {
+  const std::string run = ckpt("--gpus 2 --tp 2 --steps 6 --save-every 2 --async-save");
+  const CliRun whole = MpiParallax(2, run, Streams::kStdoutOnly);
+  ASSERT_EQ(whole.exit_code, 0) << MpiParallax(2, run);
+  const Outcome w = parse(whole);
+  ASSERT_EQ(w.losses.size(), 6u);
+  EXPECT_EQ(exec::complete_steps(dir_.file("ckpt")), (std::vector<int64_t>{2, 4, 6}));
+  fs::remove_all(dir_.file("ckpt") + "/step-00000006");
+  fs::remove_all(dir_.file("ckpt") + "/step-00000004");
+  const std::string resume = ckpt("--gpus 2 --tp 2 --steps 6 --resume");
+  const CliRun r = MpiParallax(2, resume, Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << MpiParallax(2, resume);
+  const Outcome x = parse(r);
+  EXPECT_EQ(x.resumed_from, 2);
+  ASSERT_EQ(x.losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(x.losses[i], w.losses[2 + i]) << "step " << 3 + i;
+}
+
 // A ZeRO-1 checkpoint of tp2 x pp2 (optimizer moments cut anywhere by the flat shards) resumes
 // on dp4.
 TEST_F(CheckpointCli, ShardedOptimizerStateReshardsAcrossLayouts) {
