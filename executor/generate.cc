@@ -12,6 +12,7 @@
 
 #include "executor/checkpoint.h"
 #include "executor/model_ops.h"
+#include "executor/moe.h"
 #include "executor/train_state.h"
 #include "executor/trainer.h"
 
@@ -76,13 +77,27 @@ class StageDecoder {
       reduce(out);
       h += out;
       ops::rms_norm_forward<float>(h, vec(slot(l, "mlp_norm")), eps, xn, rstd);
-      const RowMatrix<float> gate = xn * mat(slot(l, "w_gate"));
-      const RowMatrix<float> up = xn * mat(slot(l, "w_up"));
-      RowMatrix<float> act(rows, gate.cols());
-      ops::swiglu_forward<float>(gate, up, act);
-      out.noalias() = act * mat(slot(l, "w_down"));
-      reduce(out);
-      h += out;
+      const bool moe = s.is_moe_layer(l);
+      const std::string dense = moe ? "shared." : "";  // a MoE layer's shared experts
+      if (!moe || s.moe.shared_experts > 0) {
+        const RowMatrix<float> gate = xn * mat(slot(l, (dense + "w_gate").c_str()));
+        const RowMatrix<float> up = xn * mat(slot(l, (dense + "w_up").c_str()));
+        RowMatrix<float> act(rows, gate.cols());
+        ops::swiglu_forward<float>(gate, up, act);
+        out.noalias() = act * mat(slot(l, (dense + "w_down").c_str()));
+        reduce(out);
+        h += out;
+      }
+      if (moe) {  // the routed experts, every one of them on this rank (no ep in generation)
+        const MoeConfig c{s.moe.experts, s.moe.top_k,          s.moe.expert_ffn_hidden,
+                          s.hidden,      s.moe.aux_loss_coeff, rows};
+        const MoeWeights<ConstMatrixMap<float>> w{
+            mat(slot(l, "router")), mat(slot(l, "experts.w_gate")), mat(slot(l, "experts.w_up")),
+            mat(slot(l, "experts.w_down"))};
+        MoeActs<float> acts;
+        moe_forward<float>(c, ExpertParallel<float>{}, {}, xn, w, acts, out);
+        h += out;
+      }
     }
   }
 
@@ -187,9 +202,6 @@ Result<GenerateResult> generate(const ModelShape& shape,
   const bool first = me.pp == 0, last = me.pp == o.pp - 1;
   const Transformer<float> model(shape, tp,
                                  StageRange{me.pp * per, (me.pp + 1) * per, first, last});
-  for (const TensorSlot& s : model.layout())
-    if (s.name.find(".router") != std::string::npos)
-      return Diagnostic{"--model", "MoE layers are not generated yet", "a dense model"};
   std::vector<float> params(static_cast<size_t>(model.num_params()));
   GenerateResult result;
   if (o.checkpoint_dir.empty()) {

@@ -19,15 +19,25 @@ ModelShape shape() {
   return s;
 }
 
+ModelShape moe_shape() {
+  ModelShape s = shape();
+  s.moe.experts = 4;
+  s.moe.top_k = 2;
+  s.moe.expert_ffn_hidden = 24;
+  s.moe.shared_experts = 1;
+  s.moe.dense_layers = 1;
+  return s;
+}
+
 // Decoding against the KV cache gives, token by token, what a prefill of the whole sequence so
 // far gives (no cache reuse): the cache holds exactly the keys and values of the positions.
-TEST(Generate, CachedDecodeMatchesPrefillFromScratch) {
+void ExpectCachedDecodeMatchesPrefill(const ModelShape& model) {
   auto group = make_local_group();
   GenerateOptions o;
   o.max_new_tokens = 12;
   o.seed = 7;
   const std::vector<std::vector<int32_t>> prompts = {{3, 14, 15, 9, 26, 5}, {2, 7, 18, 28, 1, 8}};
-  auto r = generate(shape(), prompts, o, *group);
+  auto r = generate(model, prompts, o, *group);
   ASSERT_TRUE(r) << r.error_text();
   ASSERT_EQ(r->tokens.size(), 2u);
   for (size_t b = 0; b < prompts.size(); ++b) {
@@ -36,7 +46,7 @@ TEST(Generate, CachedDecodeMatchesPrefillFromScratch) {
     GenerateOptions one = o;
     one.max_new_tokens = 1;
     for (int i = 0; i < 12; ++i) {
-      auto step = generate(shape(), {seq}, one, *group);
+      auto step = generate(model, {seq}, one, *group);
       ASSERT_TRUE(step) << step.error_text();
       EXPECT_EQ(step->tokens[0][0], r->tokens[b][static_cast<size_t>(i)])
           << "sequence " << b << ", token " << i;
@@ -45,6 +55,13 @@ TEST(Generate, CachedDecodeMatchesPrefillFromScratch) {
   }
   EXPECT_GT(r->ttft_s, 0);
   EXPECT_GT(r->tokens_per_s, 0);
+}
+
+TEST(Generate, CachedDecodeMatchesPrefillFromScratch) { ExpectCachedDecodeMatchesPrefill(shape()); }
+
+// MoE layers (routed experts beside a shared expert) decode the same way.
+TEST(Generate, MoeCachedDecodeMatchesPrefillFromScratch) {
+  ExpectCachedDecodeMatchesPrefill(moe_shape());
 }
 
 TEST(Generate, BadRequestsAreRefused) {
