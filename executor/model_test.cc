@@ -75,6 +75,26 @@ std::vector<double> rich_params(const Transformer<double>& m, uint64_t seed) {
   return p;
 }
 
+// This rank's blocks of the whole model's buffer `from` (parameters, gradients, initial
+// values): tensor by tensor (matched by index in the whole layout), rows and columns of the
+// slot's block.
+std::vector<double> pick_blocks(const Transformer<double>& part, const Transformer<double>& whole,
+                                const std::vector<double>& from) {
+  std::vector<double> out(static_cast<size_t>(part.num_params()));
+  for (const TensorSlot& s : part.layout()) {
+    const auto w = std::find_if(whole.layout().begin(), whole.layout().end(),
+                                [&](const TensorSlot& t) { return t.index == s.index; });
+    EXPECT_EQ(w->name, s.name);
+    EXPECT_EQ(w->rows, s.full_rows);
+    EXPECT_EQ(w->cols, s.full_cols);
+    for (int64_t i = 0; i < s.rows; ++i)
+      for (int64_t j = 0; j < s.cols; ++j)
+        out[static_cast<size_t>(s.offset + i * s.cols + j)] =
+            from[static_cast<size_t>(w->offset + (s.row0 + i) * w->cols + s.col0 + j)];
+  }
+  return out;
+}
+
 TEST(ModelLayout, TensorsAreContiguousInTheDocumentedOrder) {
   for (bool tied : {false, true}) {
     const Transformer<double> m(tiny_shape(tied));
@@ -419,23 +439,10 @@ TEST(TensorParallel, ShardsReproduceTheWholeModel) {
         const Transformer<double> m(shape,
                                     {tp, r, [&reduce, r](std::span<double> x) { reduce(r, x); }});
         // This shard's blocks of the whole model's parameters, gradients and initial values.
-        std::vector<double> ps(static_cast<size_t>(m.num_params())), gs(ps.size(), 0.0),
-            want_g(ps.size()), want_init(ps.size()), got_init(ps.size());
         ASSERT_EQ(m.layout().size(), whole.layout().size());
-        for (size_t t = 0; t < m.layout().size(); ++t) {
-          const TensorSlot& s = m.layout()[t];
-          const TensorSlot& w = whole.layout()[t];
-          ASSERT_EQ(s.full_rows, w.rows);
-          ASSERT_EQ(s.full_cols, w.cols);
-          for (int64_t i = 0; i < s.rows; ++i)
-            for (int64_t j = 0; j < s.cols; ++j) {
-              const auto from = static_cast<size_t>(w.offset + (s.row0 + i) * w.cols + s.col0 + j);
-              const auto to = static_cast<size_t>(s.offset + i * s.cols + j);
-              ps[to] = p[from];
-              want_g[to] = g[from];
-              want_init[to] = init[from];
-            }
-        }
+        const std::vector<double> ps = pick_blocks(m, whole, p), want_g = pick_blocks(m, whole, g),
+                                  want_init = pick_blocks(m, whole, init);
+        std::vector<double> gs(ps.size(), 0.0), got_init(ps.size());
         m.init(got_init, 5);
         shard_loss[static_cast<size_t>(r)] = m.loss_and_grad(ps, tokens, batch, seq, 0.5, gs);
         for (size_t i = 0; i < gs.size(); ++i) {
@@ -492,17 +499,7 @@ TEST(PipelineStages, ChainReproducesTheWholeModel) {
 
     const Transformer<double> s0(shape, {}, StageRange{0, 1, true, false}),
         s1(shape, {}, StageRange{1, 2, false, true});
-    // Each stage's parameters and expected gradients, found by name in the whole layout.
-    auto pick = [&](const Transformer<double>& s, const std::vector<double>& from) {
-      std::vector<double> out(static_cast<size_t>(s.num_params()));
-      for (const TensorSlot& t : s.layout()) {
-        const TensorSlot& w = whole.layout()[static_cast<size_t>(t.index)];
-        EXPECT_EQ(w.name, t.name);
-        std::copy_n(from.begin() + w.offset, t.size(), out.begin() + t.offset);
-      }
-      return out;
-    };
-    const std::vector<double> p0 = pick(s0, p), p1 = pick(s1, p);
+    const std::vector<double> p0 = pick_blocks(s0, whole, p), p1 = pick_blocks(s1, whole, p);
     std::vector<double> g0(p0.size(), 0.0), g1(p1.size(), 0.0);
     StagePass<double> a(s0, p0, tokens, batch, seq), b(s1, p1, tokens, batch, seq);
     EXPECT_EQ(a.forward({}, 0.25, g0), 0.0);
@@ -516,7 +513,7 @@ TEST(PipelineStages, ChainReproducesTheWholeModel) {
       for (int64_t i = 0; i < s1.layout().front().size(); ++i) g0[i] += g1[i];
       std::copy_n(g0.begin(), s1.layout().front().size(), g1.begin());
     }
-    const std::vector<double> want0 = pick(s0, g), want1 = pick(s1, g);
+    const std::vector<double> want0 = pick_blocks(s0, whole, g), want1 = pick_blocks(s1, whole, g);
     for (size_t i = 0; i < g0.size(); ++i) ASSERT_NEAR(g0[i], want0[i], 1e-12) << "stage 0, " << i;
     for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], want1[i], 1e-12) << "stage 1, " << i;
   }
@@ -614,25 +611,6 @@ ModelShape small_moe_shape() {
            .dense_layers = 0,
            .aux_loss_coeff = 0.01};
   return s;
-}
-
-// This rank's blocks of the whole model's buffer `from` (parameters, gradients, initial
-// values): tensor by tensor (matched by index in the whole layout), rows and columns of the
-// slot's block.
-std::vector<double> pick_blocks(const Transformer<double>& part, const Transformer<double>& whole,
-                                const std::vector<double>& from) {
-  std::vector<double> out(static_cast<size_t>(part.num_params()));
-  for (const TensorSlot& s : part.layout()) {
-    const auto w = std::find_if(whole.layout().begin(), whole.layout().end(),
-                                [&](const TensorSlot& t) { return t.index == s.index; });
-    EXPECT_EQ(w->name, s.name);
-    EXPECT_EQ(w->rows, s.full_rows);
-    for (int64_t i = 0; i < s.rows; ++i)
-      for (int64_t j = 0; j < s.cols; ++j)
-        out[static_cast<size_t>(s.offset + i * s.cols + j)] =
-            from[static_cast<size_t>(w->offset + (s.row0 + i) * w->cols + s.col0 + j)];
-  }
-  return out;
 }
 
 // Largest |a - b| / max(1, |b|) over the elements.
