@@ -209,6 +209,7 @@ Result<GenerateResult> generate(const ModelShape& shape,
   } else {
     auto ckpt = Checkpoint::open_latest(o.checkpoint_dir);
     if (!ckpt) return ckpt.errors();
+    if (Diagnostics d = check_checkpoint_model(*ckpt, shape); !d.empty()) return d;
     const ChunkView view{&model, 0};
     if (Diagnostics d =
             read_pieces(*ckpt, std::span<const ChunkView>(&view, 1), 0, params, "param");

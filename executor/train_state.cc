@@ -65,4 +65,25 @@ Diagnostics read_pieces(const Checkpoint& ckpt, std::span<const ChunkView> chunk
   return all;
 }
 
+nlohmann::json checkpoint_model(const ModelShape& shape) {
+  nlohmann::json m = {{"layers", shape.layers},     {"hidden", shape.hidden},
+                      {"heads", shape.heads},       {"kv_heads", shape.kv_heads},
+                      {"head_dim", shape.head_dim}, {"ffn_hidden", shape.ffn_hidden},
+                      {"vocab", shape.vocab},       {"tied_embeddings", shape.tied_embeddings}};
+  if (shape.moe.experts > 0)
+    m["moe"] = {{"experts", shape.moe.experts},
+                {"top_k", shape.moe.top_k},
+                {"expert_ffn_hidden", shape.moe.expert_ffn_hidden},
+                {"shared_experts", shape.moe.shared_experts},
+                {"dense_layers", shape.moe.dense_layers}};
+  return m;
+}
+
+Diagnostics check_checkpoint_model(const Checkpoint& ckpt, const ModelShape& shape) {
+  const nlohmann::json held = ckpt.meta().value("model", nlohmann::json());
+  if (held == checkpoint_model(shape)) return {};
+  return {Diagnostic{ckpt.path(), "the checkpoint holds another model: " + held.dump(),
+                     "use the model that wrote it"}};
+}
+
 }  // namespace parallax::exec

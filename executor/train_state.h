@@ -36,4 +36,11 @@ void append_pieces(std::span<const ChunkView> chunks, int64_t first, std::span<c
 Diagnostics read_pieces(const Checkpoint& ckpt, std::span<const ChunkView> chunks, int64_t first,
                         std::span<float> data, const std::string& kind);
 
+/// The model as a checkpoint's meta records it ("model"): its dimensions and MoE settings.
+nlohmann::json checkpoint_model(const ModelShape& shape);
+
+/// Whether `ckpt` was written for `shape`: an error naming the checkpoint and the model it holds
+/// otherwise (its tensors could have the same sizes and still belong to another model).
+Diagnostics check_checkpoint_model(const Checkpoint& ckpt, const ModelShape& shape);
+
 }  // namespace parallax::exec

@@ -318,17 +318,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   const SlotFilter writes = [&](const TensorSlot& t) {
     return &t != tied_copy && (!t.replicated || me.tp == 0);
   };
-  nlohmann::json meta_model = {
-      {"layers", shape.layers},     {"hidden", shape.hidden},
-      {"heads", shape.heads},       {"kv_heads", shape.kv_heads},
-      {"head_dim", shape.head_dim}, {"ffn_hidden", shape.ffn_hidden},
-      {"vocab", shape.vocab},       {"tied_embeddings", shape.tied_embeddings}};
-  if (shape.moe.experts > 0)
-    meta_model["moe"] = {{"experts", shape.moe.experts},
-                         {"top_k", shape.moe.top_k},
-                         {"expert_ffn_hidden", shape.moe.expert_ffn_hidden},
-                         {"shared_experts", shape.moe.shared_experts},
-                         {"dense_layers", shape.moe.dense_layers}};
+  const nlohmann::json meta_model = checkpoint_model(shape);
   TrainResult result;
   result.params = n;
   int64_t start = 1;
@@ -336,11 +326,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     auto ckpt = Checkpoint::open_latest(o.checkpoint_dir);
     if (!ckpt) return ckpt.errors();
     const nlohmann::json& meta = ckpt->meta();
-    if (meta.value("model", nlohmann::json()) != meta_model)
-      return Diagnostic{
-          ckpt->path(),
-          "the checkpoint holds another model: " + meta.value("model", nlohmann::json()).dump(),
-          "resume with the model that wrote it"};
+    if (Diagnostics d = check_checkpoint_model(*ckpt, shape); !d.empty()) return d;
     if (meta.value("data", std::string()) != o.data_name)
       return Diagnostic{ckpt->path(),
                         "the checkpoint was trained on " + meta.value("data", std::string()) +

@@ -224,6 +224,12 @@ TEST(ExecuteCli, GeneratesTheSameTextUnderTensorAndPipelineParallelism) {
   EXPECT_GT(a["ttft_s"].get<double>(), 0);
   EXPECT_GT(a["tpot_s"].get<double>(), 0);
   EXPECT_GT(a["tokens_per_s"].get<double>(), 0);
+  // Another model's checkpoint is refused rather than loaded into tensors of the same sizes.
+  const CliRun other = Parallax(
+      "execute --model " + Quote(PARALLAX_SOURCE_DIR + std::string("/examples/tiny-llama.json")) +
+      " --checkpoint-dir " + Quote(dir.file("ckpt")) + " --mode generate --max-new-tokens 2");
+  EXPECT_EQ(other.exit_code, 2) << other;
+  EXPECT_TRUE(Has(other, "the checkpoint holds another model")) << other;
   if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
   for (const char* layout : {" --gpus 2 --tp 2", " --gpus 2 --pp 2"}) {
     const CliRun r = mpirun2(gen + layout);
