@@ -106,6 +106,34 @@ double available_gib() {
   return out;
 }
 
+/// What the executor trains: the plan's layout and batch, and the run's own settings.
+exec::TrainOptions train_options(const Opts& o, const ParallelPlan& plan) {
+  exec::TrainOptions t;
+  t.steps = o.steps;
+  t.seq = plan.seq_len;
+  t.micro_batch = plan.micro_batch;
+  t.global_batch = plan.global_batch;
+  t.seed = o.seed;
+  t.tp = plan.tp;
+  t.pp = plan.pp;
+  t.cp = plan.cp;
+  t.ep = plan.ep;
+  t.vpp = plan.vpp;
+  t.schedule = plan.schedule;
+  t.shard_optimizer = plan.zero_stage >= 1 || plan.fsdp;
+  t.shard_gradients = plan.zero_stage >= 2 || plan.fsdp;
+  t.shard_parameters = plan.zero_stage == 3 || plan.fsdp;
+  t.checkpoint_dir = o.checkpoint_dir;
+  t.save_every = o.save_every;
+  t.resume = o.resume;
+  t.async_save = o.async_save;
+  t.data_name = o.data == "synthetic" ? "synthetic (seed " + std::to_string(o.seed + 1) + ")"
+                                      : "text " + o.data;
+  t.adam.lr = o.lr;
+  t.adam.warmup_steps = o.warmup;
+  return t;
+}
+
 /// Bytes as text, with the unprintable ones escaped.
 std::string printable(const std::vector<int32_t>& ids) {
   std::string s;
@@ -260,36 +288,13 @@ int run(const Opts& o) {
                                        .c_str()
                                  : "");
   }
-  if (!shape)
+  const exec::TrainOptions t = train_options(o, plan);
+  if (!shape) {
     bad.insert(bad.end(), shape.errors().begin(), shape.errors().end());
-  else if (shape->kv_heads % plan.tp != 0 || shape->ffn_hidden % plan.tp != 0)
-    bad.push_back({"--tp",
-                   "tp=" + std::to_string(plan.tp) +
-                       " must divide kv_heads=" + std::to_string(shape->kv_heads) +
-                       " and ffn_hidden=" + std::to_string(shape->ffn_hidden),
-                   "each tensor-parallel rank holds whole KV heads"});
-  if (shape && shape->layers % (static_cast<int64_t>(plan.pp) * plan.vpp) != 0)
-    bad.push_back({plan.vpp > 1 ? "--vpp" : "--pp",
-                   std::to_string(shape->layers) + " layers do not split evenly into pp * vpp = " +
-                       std::to_string(plan.pp * plan.vpp) + " stages",
-                   "a pp (and vpp) whose product divides the layers"});
-  if (plan.cp > 1 && plan.seq_len % (2 * plan.cp) != 0)
-    bad.push_back({"--cp",
-                   "2 * cp = " + std::to_string(2 * plan.cp) + " must divide the sequence length " +
-                       std::to_string(plan.seq_len),
-                   "each context-parallel rank holds two equal chunks of every sequence"});
-  if (shape && plan.ep > 1 && (shape->moe.experts == 0 || shape->moe.experts % plan.ep != 0))
-    bad.push_back({"--ep",
-                   "ep=" + std::to_string(plan.ep) + " must divide the experts (" +
-                       std::to_string(shape->moe.experts) + ")",
-                   shape->moe.experts == 0 ? "expert parallelism needs a MoE model" : ""});
-  if (plan.ep > 1 && (plan.zero_stage >= 1 || plan.fsdp))
-    bad.push_back({"--zero",
-                   "the distributed optimizer with expert parallelism is not executed yet",
-                   "--zero 0 with --ep"});
-  if (plan.schedule == ScheduleKind::kZeroBubbleH1)
-    bad.push_back(
-        {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
+  } else {
+    const Diagnostics layout = exec::check_training(*shape, t, plan.gpus());
+    bad.insert(bad.end(), layout.begin(), layout.end());
+  }
   if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())
     bad.push_back({o.resume ? "--resume" : "--save-every", "needs --checkpoint-dir", ""});
   if (o.save_every < 0)
@@ -336,29 +341,6 @@ int run(const Opts& o) {
     predicted = rep.value();
   }
 
-  exec::TrainOptions t;
-  t.steps = o.steps;
-  t.seq = plan.seq_len;
-  t.micro_batch = plan.micro_batch;
-  t.global_batch = plan.global_batch;
-  t.seed = o.seed;
-  t.tp = plan.tp;
-  t.pp = plan.pp;
-  t.cp = plan.cp;
-  t.ep = plan.ep;
-  t.vpp = plan.vpp;
-  t.schedule = plan.schedule;
-  t.shard_optimizer = plan.zero_stage >= 1 || plan.fsdp;
-  t.shard_gradients = plan.zero_stage >= 2 || plan.fsdp;
-  t.shard_parameters = plan.zero_stage == 3 || plan.fsdp;
-  t.checkpoint_dir = o.checkpoint_dir;
-  t.save_every = o.save_every;
-  t.resume = o.resume;
-  t.async_save = o.async_save;
-  t.data_name = o.data == "synthetic" ? "synthetic (seed " + std::to_string(o.seed + 1) + ")"
-                                      : "text " + o.data;
-  t.adam.lr = o.lr;
-  t.adam.warmup_steps = o.warmup;
   const bool table = o.format == "table";
   if (rank0 && table)
     std::printf(

@@ -31,8 +31,35 @@
 namespace parallax::exec {
 namespace {
 
-Diagnostics check_options(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
-                          int world) {
+std::vector<uint8_t> decay_mask(const Transformer<float>& model) {
+  std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 1);
+  for (const TensorSlot& s : model.layout()) {
+    const bool norm = s.name.size() >= 4 && s.name.compare(s.name.size() - 4, 4, "norm") == 0;
+    if (norm) std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(), 0);
+  }
+  return mask;
+}
+
+/// Each parameter's class for the gradient norm: 0 sharded over tp, 1 replicated over tp (counted
+/// once), 3 and 4 the same for routed-expert tensors.
+std::vector<uint8_t> replicated_mask(const Transformer<float>& model) {
+  std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 0);
+  for (const TensorSlot& s : model.layout())
+    std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(),
+              static_cast<uint8_t>((s.replicated ? 1 : 0) + (s.expert ? 3 : 0)));
+  return mask;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int world) {
   Diagnostics d;
   if (o.tp < 1 || o.pp < 1 || o.cp < 1 || o.vpp < 1 || world % (o.tp * o.pp * o.cp) != 0) {
     d.push_back({"--tp",
@@ -95,41 +122,8 @@ Diagnostics check_options(const ModelShape& shape, const TokenSource& data, cons
                      " must be a positive multiple of dp * mbs = " + std::to_string(dp) + " * " +
                      std::to_string(o.micro_batch),
                  "every rank runs whole microbatches"});
-  if (data.vocab() > shape.vocab)
-    d.push_back({"--data",
-                 "the data's vocabulary (" + std::to_string(data.vocab()) +
-                     ") is larger than the model's (" + std::to_string(shape.vocab) + ")",
-                 "byte-level text needs vocab >= 256"});
   return d;
 }
-
-std::vector<uint8_t> decay_mask(const Transformer<float>& model) {
-  std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 1);
-  for (const TensorSlot& s : model.layout()) {
-    const bool norm = s.name.size() >= 4 && s.name.compare(s.name.size() - 4, 4, "norm") == 0;
-    if (norm) std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(), 0);
-  }
-  return mask;
-}
-
-/// Each parameter's class for the gradient norm: 0 sharded over tp, 1 replicated over tp (counted
-/// once), 3 and 4 the same for routed-expert tensors.
-std::vector<uint8_t> replicated_mask(const Transformer<float>& model) {
-  std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 0);
-  for (const TensorSlot& s : model.layout())
-    std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(),
-              static_cast<uint8_t>((s.replicated ? 1 : 0) + (s.expert ? 3 : 0)));
-  return mask;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 double peak_resident_gib() {
   std::ifstream f("/proc/self/status");
@@ -182,7 +176,13 @@ void inject_fault(const char* where, int64_t step, int rank) {
 Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
                           ProcessGroup& group,
                           const std::function<void(const StepRecord&)>& on_step) {
-  if (Diagnostics d = check_options(shape, data, o, group.size()); !d.empty()) return d;
+  Diagnostics bad = check_training(shape, o, group.size());
+  if (data.vocab() > shape.vocab)
+    bad.push_back({"--data",
+                   "the data's vocabulary (" + std::to_string(data.vocab()) +
+                       ") is larger than the model's (" + std::to_string(shape.vocab) + ")",
+                   "byte-level text needs vocab >= 256"});
+  if (!bad.empty()) return bad;
   auto groups = split_groups(group, o.tp, o.cp, o.pp);
   if (!groups) return groups.errors();
   const RankCoords me = groups->me;

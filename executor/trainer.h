@@ -79,6 +79,11 @@ struct TrainResult {
   double peak_memory_gib = 0;     ///< the largest peak resident set over the ranks
 };
 
+/// Every problem of the options for this model on `world` ranks (train checks them again; a
+/// command line checks them before it launches anything): degrees dividing the ranks, heads,
+/// layers, sequence, experts and batch; what is not executed yet.
+Diagnostics check_training(const ModelShape& shape, const TrainOptions& options, int world);
+
 /// Validates the options against the group (tp dividing the group size, kv_heads and ffn_hidden;
 /// gbs divisible by dp * micro_batch, ...), then trains.
 /// `on_step` (may be empty) sees each step as it ends, on every rank.
