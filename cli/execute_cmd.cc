@@ -115,6 +115,7 @@ exec::TrainOptions train_options(const Opts& o, const ParallelPlan& plan) {
   t.global_batch = plan.global_batch;
   t.seed = o.seed;
   t.tp = plan.tp;
+  t.sequence_parallel = plan.sequence_parallel;
   t.pp = plan.pp;
   t.cp = plan.cp;
   t.ep = plan.ep;
@@ -344,11 +345,12 @@ int run(const Opts& o) {
   const bool table = o.format == "table";
   if (rank0 && table)
     std::printf(
-        "executing %s (%.2fM parameters) on %d rank%s: tp%d pp%d cp%d dp%d%s, mbs %d, gbs %lld "
-        "x %lld tokens, zero %d\n",
+        "executing %s (%.2fM parameters) on %d rank%s: tp%d pp%d cp%d dp%d%s%s, mbs %d, gbs "
+        "%lld x %lld tokens, zero %d\n",
         resolved->model.name.c_str(), probe.num_params() / 1e6, group->size(),
         group->size() == 1 ? "" : "s", plan.tp, plan.pp, plan.cp, plan.dp,
-        plan.vpp > 1 ? (" vpp" + std::to_string(plan.vpp)).c_str() : "", plan.micro_batch,
+        plan.vpp > 1 ? (" vpp" + std::to_string(plan.vpp)).c_str() : "",
+        t.sequence_parallel && plan.tp > 1 ? " sp" : "", plan.micro_batch,
         static_cast<long long>(plan.global_batch), static_cast<long long>(plan.seq_len),
         plan.zero_stage);
   auto result = exec::train(*shape, data, t, *group, [&](const exec::StepRecord& r) {

@@ -113,13 +113,28 @@ class Pass {
   void forward_mlp(const BlockSlots& b, BlockActs<T>& a);
   void backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
   /// Given h_ = d/d(MLP output) and xn_ = the MLP's input: its weights' gradients, and d_xn_.
-  void backward_mlp(const BlockSlots& b, const BlockActs<T>& a, std::span<T> grads);
+  /// dy: d/d(MLP output) for all n_ rows. Leaves d_xn_ unreduced over the group.
+  void backward_mlp(const BlockSlots& b, const BlockActs<T>& a, const RowMatrix<T>& dy,
+                    std::span<T> grads);
   void backward_attention(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
 
   /// Sums a block's partial output (or input gradient) over the tensor-parallel group.
   void tp_reduce(RowMatrix<T>& m) const {
     if (tp_.size > 1) tp_.all_reduce(std::span<T>(m.data(), static_cast<size_t>(m.size())));
   }
+  // Sequence parallelism (TensorParallel): the stream holds rows_ of the n_ rows.
+  /// xn_ = norm(x) for all n_ rows, x being the stream's rows: gathered under sequence
+  /// parallelism.
+  void norm_all_rows(const RowMatrix<T>& x, int64_t norm, std::span<T> rstd);
+  /// h_ += the group's sum of `partial` (n_ x hidden; reduce-scattered to the stream's rows
+  /// under sequence parallelism). `partial`'s storage may be reused.
+  void add_reduced(RowMatrix<T>& partial);
+  /// d(objective)/d(the block's output) for all n_ rows: h_, or h_ gathered.
+  const RowMatrix<T>& stream_grad_all_rows();
+  /// Sums d_xn_ (the n_ rows' partial input gradient) over the group into rows_grad().
+  void reduce_input_grad();
+  /// The input gradient of the stream's rows: d_xn_, or d_xs_ under sequence parallelism.
+  RowMatrix<T>& rows_grad() { return sp_ ? d_xs_ : d_xn_; }
 
   /// K or V of every context-parallel rank, in sequence order: `local` is this rank's
   /// (batch * seq) rows, `full` receives batch * seq * cp rows.
@@ -138,6 +153,10 @@ class Pass {
   const std::vector<TensorSlot>& layout_;
   const PassInput<T> in_;
   const int64_t n_;  // tokens in the batch: batch * seq rows
+  // Sequence parallelism: the stream (h_, norms, embedding, head) holds rows_ rows of the n_,
+  // from row0_; without it, all of them.
+  const bool sp_;
+  const int64_t rows_, row0_;
   const T eps_;
   // The rows of a rank come in parts_ parts of (batch / parts_) sequences x seq positions: one,
   // or under load-balanced context parallelism two (the rank's early and late chunk of every
@@ -164,6 +183,9 @@ class Pass {
   RowMatrix<T> xn_, act_, d_xn_, d_q_, d_k_, d_v_, d_attn_, d_act_, d_gate_, d_up_;
   // Context parallelism: gathered K, V, their gradients, and the rank-ordered staging buffer.
   RowMatrix<T> k_all_, v_all_, dk_all_, dv_all_, cp_buf_;
+  // Sequence parallelism: the stream rows' norm output and input gradient; the gathered
+  // gradient of the stream.
+  RowMatrix<T> xs_, d_xs_, d_full_;
   std::vector<T> rstd_;
   // MoE: the routed experts' output (forward) or input gradient (backward); the sum of the
   // stage's load-balancing losses; the backward's weight on them; no router statistics to sum
@@ -188,10 +210,15 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
       layout_(model.layout()),
       in_(in),
       n_(in.batch * in.seq),
+      sp_(tp_.sequence_parallel && tp_.size > 1),
+      rows_(sp_ ? n_ / tp_.size : n_),
+      row0_(sp_ ? tp_.rank * rows_ : 0),
       eps_(static_cast<T>(model.shape().norm_eps)) {
   PX_CHECK(in.batch > 0 && in.seq > 0,
            "batch and seq must be positive, got batch=" << in.batch << " seq=" << in.seq);
   parts_ = cp_.size > 1 && cp_.balanced ? 2 : 1;
+  PX_CHECK(!sp_ || n_ % tp_.size == 0,
+           "sequence parallelism splits the batch * seq = " << n_ << " rows over tp=" << tp_.size);
   PX_CHECK(in.batch % parts_ == 0,
            "load-balanced context parallelism wants both chunks of each sequence, got batch="
                << in.batch);
@@ -222,11 +249,11 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
   for (int32_t t : in.tokens)
     PX_CHECK(t >= 0 && t < shape_.vocab, "token " << t << " outside [0, " << shape_.vocab << ")");
   acts_.resize(in.train ? blocks_.size() : 1);
-  const auto rows = static_cast<size_t>(n_);
+  const auto rows = static_cast<size_t>(rows_);
   for (BlockActs<T>& a : acts_) {  // the MLP's activations are sized per block, in forward
     if (in.train) {
-      a.x_attn.resize(n_, h);
-      a.x_mlp.resize(n_, h);
+      a.x_attn.resize(rows_, h);
+      a.x_mlp.resize(rows_, h);
     }
     a.q.resize(n_, q_cols);
     a.k.resize(n_, kv_cols);
@@ -234,9 +261,11 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
     a.attn.resize(n_, q_cols);
     a.rstd_attn.resize(rows);
     a.rstd_mlp.resize(rows);
-    a.lse.resize(rows * static_cast<size_t>(heads_));
+    a.lse.resize(static_cast<size_t>(n_ * heads_));
   }
-  for (RowMatrix<T>* m : {&h_, &xf_, &xn_}) m->resize(n_, h);
+  for (RowMatrix<T>* m : {&h_, &xf_}) m->resize(rows_, h);
+  xn_.resize(n_, h);
+  if (sp_) xs_.resize(rows_, h);
   if (std::any_of(blocks_.begin(), blocks_.end(),
                   [](const BlockSlots& b) { return b.router >= 0; }))
     moe_out_.resize(n_, h);
@@ -248,7 +277,10 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
   rstd_final_.resize(rows);
   rstd_.resize(rows);
   if (!in.train) return;
-  for (RowMatrix<T>* m : {&x_final_, &d_xn_}) m->resize(n_, h);
+  x_final_.resize(rows_, h);
+  d_xn_.resize(n_, h);
+  if (sp_)
+    for (RowMatrix<T>* m : {&d_xs_, &d_full_}) m->resize(m == &d_xs_ ? rows_ : n_, h);
   for (RowMatrix<T>* m : {&d_q_, &d_attn_}) m->resize(n_, q_cols);
   for (RowMatrix<T>* m : {&d_k_, &d_v_}) m->resize(n_, kv_cols);
 }
@@ -289,11 +321,11 @@ void Pass<T>::forward(std::span<const T> input, T grad_scale) {
   aux_ = 0;
   if (stage_.embed) {
     const auto embed = mat(in_.params, layout_.front());
-    for (int64_t r = 0; r < n_; ++r) h_.row(r) = embed.row(inputs_[r]);
+    for (int64_t r = 0; r < rows_; ++r) h_.row(r) = embed.row(inputs_[row0_ + r]);
   } else {
     PX_CHECK(static_cast<int64_t>(input.size()) == h_.size(),
              "stage input has " << input.size() << " values, want " << h_.size());
-    h_ = Eigen::Map<const RowMatrix<T>>(input.data(), n_, shape_.hidden);
+    h_ = Eigen::Map<const RowMatrix<T>>(input.data(), rows_, shape_.hidden);
   }
   for (int64_t l = stage_.first_layer; l < stage_.end_layer; ++l)
     forward_block(l, acts_[in_.train ? l - stage_.first_layer : 0]);
@@ -310,7 +342,7 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
   const BlockSlots& b = block(layer);
   const auto& p = in_.params;
   if (in_.train) a.x_attn = h_;
-  ops::rms_norm_forward<T>(h_, vec(p, at(b.attn_norm)), eps_, xn_, a.rstd_attn);
+  norm_all_rows(h_, b.attn_norm, a.rstd_attn);
   a.q.noalias() = xn_ * mat(p, at(b.wq));
   a.k.noalias() = xn_ * mat(p, at(b.wk));
   a.v.noalias() = xn_ * mat(p, at(b.wv));
@@ -332,12 +364,11 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
     h_.noalias() += a.attn * mat(p, at(b.wo));
   } else {  // this rank's heads' share of the projection, summed over the group
     xn_.noalias() = a.attn * mat(p, at(b.wo));
-    tp_reduce(xn_);
-    h_ += xn_;
+    add_reduced(xn_);
   }
 
   if (in_.train) a.x_mlp = h_;
-  ops::rms_norm_forward<T>(h_, vec(p, at(b.mlp_norm)), eps_, xn_, a.rstd_mlp);
+  norm_all_rows(h_, b.mlp_norm, a.rstd_mlp);
   if (b.router >= 0) {  // every tp rank runs its ep rank's experts alike: no tp reduction
     const auto& stats = cp_.size > 1 ? cp_.all_reduce : no_stats_;
     moe_forward<T>(moe_config(), ep_, stats, xn_, moe_weights(p, layout_, b), a.moe, moe_out_);
@@ -361,9 +392,50 @@ void Pass<T>::forward_mlp(const BlockSlots& b, BlockActs<T>& a) {
     h_.noalias() += act_ * mat(p, at(b.w_down));
   } else {
     xn_.noalias() = act_ * mat(p, at(b.w_down));
-    tp_reduce(xn_);
-    h_ += xn_;
+    add_reduced(xn_);
   }
+}
+
+template <typename T>
+void Pass<T>::norm_all_rows(const RowMatrix<T>& x, int64_t norm, std::span<T> rstd) {
+  const std::span<const T> w = vec(in_.params, at(norm));
+  if (!sp_) {
+    ops::rms_norm_forward<T>(x, w, eps_, xn_, rstd);
+    return;
+  }
+  ops::rms_norm_forward<T>(x, w, eps_, xs_, rstd);
+  tp_.all_gather(std::span<const T>(xs_.data(), static_cast<size_t>(xs_.size())),
+                 std::span<T>(xn_.data(), static_cast<size_t>(xn_.size())));
+}
+
+template <typename T>
+void Pass<T>::add_reduced(RowMatrix<T>& partial) {
+  if (!sp_) {
+    tp_reduce(partial);
+    h_ += partial;
+    return;
+  }
+  tp_.reduce_scatter(std::span<const T>(partial.data(), static_cast<size_t>(partial.size())),
+                     std::span<T>(xs_.data(), static_cast<size_t>(xs_.size())));
+  h_ += xs_;
+}
+
+template <typename T>
+const RowMatrix<T>& Pass<T>::stream_grad_all_rows() {
+  if (!sp_) return h_;
+  tp_.all_gather(std::span<const T>(h_.data(), static_cast<size_t>(h_.size())),
+                 std::span<T>(d_full_.data(), static_cast<size_t>(d_full_.size())));
+  return d_full_;
+}
+
+template <typename T>
+void Pass<T>::reduce_input_grad() {
+  if (!sp_) {
+    tp_reduce(d_xn_);
+    return;
+  }
+  tp_.reduce_scatter(std::span<const T>(d_xn_.data(), static_cast<size_t>(d_xn_.size())),
+                     std::span<T>(d_xs_.data(), static_cast<size_t>(d_xs_.size())));
 }
 
 template <typename T>
@@ -371,11 +443,13 @@ double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_los
   const bool tied = shape_.tied_embeddings;
   const TensorSlot& out_slot = tied ? layout_.front() : layout_.back();
   const auto w = mat(in_.params, out_slot);  // hidden x vocab; vocab x hidden when tied
-  const int64_t chunk = std::clamp<int64_t>(kLogitChunk / shape_.vocab, 1, n_);
+  PX_CHECK(!sp_ || row_losses.empty(), "per-position losses need the whole stream (no sp)");
+  const int64_t chunk = std::clamp<int64_t>(kLogitChunk / shape_.vocab, 1, rows_);
   RowMatrix<T> logits(chunk, shape_.vocab);
+  RowMatrix<T>& dx = rows_grad();
   double total = 0;
-  for (int64_t r0 = 0; r0 < n_; r0 += chunk) {
-    const int64_t rows = std::min(chunk, n_ - r0);
+  for (int64_t r0 = 0; r0 < rows_; r0 += chunk) {
+    const int64_t rows = std::min(chunk, rows_ - r0);
     auto z = logits.topRows(rows);
     const auto x = xf_.middleRows(r0, rows);
     if (tied) {
@@ -383,7 +457,7 @@ double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_los
     } else {
       z.noalias() = x * w;
     }
-    const std::span<const int32_t> t(targets_.data() + r0, static_cast<size_t>(rows));
+    const std::span<const int32_t> t(targets_.data() + row0_ + r0, static_cast<size_t>(rows));
     if (grads.empty()) {
       total += ops::cross_entropy_forward<T>(
           z, t, row_losses.empty() ? row_losses : row_losses.subspan(r0, rows));
@@ -393,10 +467,10 @@ double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_los
     auto gw = mat(grads, out_slot);
     if (tied) {
       gw.noalias() += z.transpose() * x;
-      d_xn_.middleRows(r0, rows).noalias() = z * w;
+      dx.middleRows(r0, rows).noalias() = z * w;
     } else {
       gw.noalias() += x.transpose() * z;
-      d_xn_.middleRows(r0, rows).noalias() = z * w.transpose();
+      dx.middleRows(r0, rows).noalias() = z * w.transpose();
     }
   }
   return total;
@@ -408,12 +482,12 @@ void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   if (stage_.head) {
     h_.setZero();
     const TensorSlot& norm = at(final_norm_);
-    ops::rms_norm_backward<T>(x_final_, vec(in_.params, norm), rstd_final_, d_xn_, h_,
+    ops::rms_norm_backward<T>(x_final_, vec(in_.params, norm), rstd_final_, rows_grad(), h_,
                               vec(grads, norm));
   } else {
     PX_CHECK(static_cast<int64_t>(d_output.size()) == h_.size(),
              "output gradient has " << d_output.size() << " values, want " << h_.size());
-    h_ = Eigen::Map<const RowMatrix<T>>(d_output.data(), n_, shape_.hidden);
+    h_ = Eigen::Map<const RowMatrix<T>>(d_output.data(), rows_, shape_.hidden);
   }
   for (int64_t l = stage_.end_layer - 1; l >= stage_.first_layer; --l) {
     const BlockActs<T>& a = acts_[static_cast<size_t>(l - stage_.first_layer)];
@@ -422,7 +496,7 @@ void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   }
   if (!stage_.embed) return;
   auto g_embed = mat(grads, layout_.front());
-  for (int64_t r = 0; r < n_; ++r) g_embed.row(inputs_[r]) += h_.row(r);
+  for (int64_t r = 0; r < rows_; ++r) g_embed.row(inputs_[row0_ + r]) += h_.row(r);
 }
 
 template <typename T>
@@ -430,7 +504,8 @@ void Pass<T>::backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> gr
   const BlockSlots& b = block(layer);
   const auto& p = in_.params;
   // Recomputed rather than kept: elementwise, and a block's worth of memory less.
-  ops::rms_norm_forward<T>(a.x_mlp, vec(p, at(b.mlp_norm)), eps_, xn_, rstd_);
+  norm_all_rows(a.x_mlp, b.mlp_norm, rstd_);
+  const RowMatrix<T>& dy = stream_grad_all_rows();
   if (b.router >= 0) {
     // The objective counts the layer's load-balancing loss batch * full_seq times, and the
     // backward is scaled by grad_scale throughout.
@@ -440,23 +515,25 @@ void Pass<T>::backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> gr
                     moe_weights(grads, layout_, b), a.moe, moe_out_);
   }
   if (b.w_gate >= 0) {
-    backward_mlp(b, a, grads);
-    if (b.router >= 0) d_xn_ += moe_out_;
+    backward_mlp(b, a, dy, grads);
+    reduce_input_grad();  // each rank's MLP columns contribute to the input gradient
+    if (b.router >= 0) d_xn_ += moe_out_;  // every tp rank ran the same experts
   } else {
     d_xn_ = moe_out_;
   }
-  ops::rms_norm_backward<T>(a.x_mlp, vec(p, at(b.mlp_norm)), a.rstd_mlp, d_xn_, h_,
+  ops::rms_norm_backward<T>(a.x_mlp, vec(p, at(b.mlp_norm)), a.rstd_mlp, rows_grad(), h_,
                             vec(grads, at(b.mlp_norm)));
 }
 
 template <typename T>
-void Pass<T>::backward_mlp(const BlockSlots& b, const BlockActs<T>& a, std::span<T> grads) {
+void Pass<T>::backward_mlp(const BlockSlots& b, const BlockActs<T>& a, const RowMatrix<T>& dy,
+                           std::span<T> grads) {
   const auto& p = in_.params;
   const int64_t f = a.gate.cols();
   for (RowMatrix<T>* m : {&act_, &d_act_, &d_gate_, &d_up_}) m->resize(n_, f);
   ops::swiglu_forward<T>(a.gate, a.up, act_);
-  mat(grads, at(b.w_down)).noalias() += act_.transpose() * h_;
-  d_act_.noalias() = h_ * mat(p, at(b.w_down)).transpose();
+  mat(grads, at(b.w_down)).noalias() += act_.transpose() * dy;
+  d_act_.noalias() = dy * mat(p, at(b.w_down)).transpose();
   d_gate_.setZero();
   d_up_.setZero();
   ops::swiglu_backward<T>(a.gate, a.up, d_act_, d_gate_, d_up_);
@@ -464,15 +541,15 @@ void Pass<T>::backward_mlp(const BlockSlots& b, const BlockActs<T>& a, std::span
   mat(grads, at(b.w_up)).noalias() += xn_.transpose() * d_up_;
   d_xn_.noalias() = d_gate_ * mat(p, at(b.w_gate)).transpose();
   d_xn_.noalias() += d_up_ * mat(p, at(b.w_up)).transpose();
-  tp_reduce(d_xn_);  // each rank's MLP columns contribute to the input gradient
 }
 
 template <typename T>
 void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span<T> grads) {
   const BlockSlots& b = block(layer);
   const auto& p = in_.params;
-  mat(grads, at(b.wo)).noalias() += a.attn.transpose() * h_;
-  d_attn_.noalias() = h_ * mat(p, at(b.wo)).transpose();
+  const RowMatrix<T>& dy = stream_grad_all_rows();
+  mat(grads, at(b.wo)).noalias() += a.attn.transpose() * dy;
+  d_attn_.noalias() = dy * mat(p, at(b.wo)).transpose();
   d_q_.setZero();
   d_k_.setZero();
   d_v_.setZero();
@@ -497,15 +574,15 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
   }
   rotate(d_q_, heads_, true);
   rotate(d_k_, kv_heads_, true);
-  ops::rms_norm_forward<T>(a.x_attn, vec(p, at(b.attn_norm)), eps_, xn_, rstd_);
+  norm_all_rows(a.x_attn, b.attn_norm, rstd_);
   mat(grads, at(b.wq)).noalias() += xn_.transpose() * d_q_;
   mat(grads, at(b.wk)).noalias() += xn_.transpose() * d_k_;
   mat(grads, at(b.wv)).noalias() += xn_.transpose() * d_v_;
   d_xn_.noalias() = d_q_ * mat(p, at(b.wq)).transpose();
   d_xn_.noalias() += d_k_ * mat(p, at(b.wk)).transpose();
   d_xn_.noalias() += d_v_ * mat(p, at(b.wv)).transpose();
-  tp_reduce(d_xn_);
-  ops::rms_norm_backward<T>(a.x_attn, vec(p, at(b.attn_norm)), a.rstd_attn, d_xn_, h_,
+  reduce_input_grad();
+  ops::rms_norm_backward<T>(a.x_attn, vec(p, at(b.attn_norm)), a.rstd_attn, rows_grad(), h_,
                             vec(grads, at(b.attn_norm)));
 }
 

@@ -68,10 +68,27 @@ struct TensorSlot {
 /// norms and the output layer are replicated, so every rank computes the same logits and loss.
 /// Each block's forward ends, and its backward's input gradient ends, in an all-reduce (sum)
 /// over the group, which `all_reduce` performs in place on every rank alike.
+///
+/// With `sequence_parallel` (Megatron's sequence parallelism, size > 1, dense layers only) the
+/// residual stream is split by rows instead of replicated: of a pass's n = batch * seq rows the
+/// rank holds rows [rank * n / size, (rank + 1) * n / size) (size must divide n), and runs the
+/// norms, the embedding lookup, the output layer and the loss on those rows only. Each norm's
+/// output is all-gathered before the column-parallel projections (and again in backward, as
+/// Megatron recomputes it), each row-parallel projection's partial output is reduce-scattered
+/// instead of all-reduced, and in backward the stream's gradient is all-gathered and the input
+/// gradient reduce-scattered. A stage's input and output (StagePass) are then the rank's rows;
+/// the loss a rank returns is its rows' share, and the gradients of the replicated tensors
+/// (embedding, norms, output layer) are its rows' contributions: summed over the group (the
+/// trainer does it once per step) they are the whole model's.
 template <typename T>
 struct TensorParallel {
   int size = 1, rank = 0;
   std::function<void(std::span<T>)> all_reduce;
+  bool sequence_parallel = false;
+  /// Every rank's `local` rows in rank order into `out` (size * local.size() values).
+  std::function<void(std::span<const T> local, std::span<T> out)> all_gather{};
+  /// Sums `full` over the group and leaves block `rank` of its `size` equal blocks in `out`.
+  std::function<void(std::span<const T> full, std::span<T> out)> reduce_scatter{};
 };
 
 /// Context parallelism. Contiguous: rank `rank` of `size` holds positions [rank * L, (rank + 1) *

@@ -145,6 +145,10 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, Stage
            "context parallelism of MoE layers needs an all-reduce (the router statistics)");
   PX_CHECK(!stage_moe || ep_.size == 1 || (ep_.all_to_all && ep_.all_to_all_counts),
            "expert parallelism needs an all-to-all and an all-to-all of counts");
+  PX_CHECK(!tp_.sequence_parallel || tps == 1 || (tp_.all_gather && tp_.reduce_scatter),
+           "sequence parallelism needs an all-gather and a reduce-scatter");
+  PX_CHECK(!tp_.sequence_parallel || moe.experts == 0,
+           "sequence parallelism of MoE layers is not executed");
 
   using enum Split;
   int64_t index = 0;  // in the whole model's layout

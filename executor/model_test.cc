@@ -460,6 +460,113 @@ TEST(TensorParallel, ShardsReproduceTheWholeModel) {
   }
 }
 
+// Rank r of a sequence-parallel tensor-parallel group of `tp` threads.
+TensorParallel<double> sequence_parallel(ThreadGroup& group, int tp, int r) {
+  TensorParallel<double> par{tp, r, [&group, r](std::span<double> x) { group(r, x); }};
+  par.sequence_parallel = true;
+  par.all_gather = [&group, r](std::span<const double> x, std::span<double> out) {
+    group.all_gather(r, x, out);
+  };
+  par.reduce_scatter = [&group, r](std::span<const double> x, std::span<double> out) {
+    group.reduce_scatter(r, x, out);
+  };
+  return par;
+}
+
+// Under sequence parallelism each rank's loss and replicated tensors' gradients are its rows'
+// share: over the ranks they sum to the whole model's; the split tensors' gradients are the
+// whole model's blocks, as without it. A stage's output is the rank's rows of the whole stream.
+TEST(TensorParallel, SequenceParallelRanksSumToTheWholeModel) {
+  for (const bool tied : {false, true}) {
+    const int tp = 2;
+    const ModelShape shape = small_shape(tied);
+    const Transformer<double> whole(shape);
+    std::vector<double> p = rich_params(whole, 31), g(p.size(), 0.0);
+    const int64_t batch = 2, seq = 9;  // 18 rows, 9 a rank: a rank's rows span two sequences
+    const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 32);
+    const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.5, g);
+
+    ThreadGroup group(tp);
+    std::vector<double> shard_loss(static_cast<size_t>(tp));
+    std::vector<std::vector<double>> shard_grads(static_cast<size_t>(tp));
+    std::vector<std::string> failures(static_cast<size_t>(tp));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < tp; ++r) {
+      threads.emplace_back([&, r] {
+        const Transformer<double> m(shape, sequence_parallel(group, tp, r));
+        const std::vector<double> ps = pick_blocks(m, whole, p), want_g = pick_blocks(m, whole, g);
+        std::vector<double>& gs = shard_grads[static_cast<size_t>(r)];
+        gs.assign(ps.size(), 0.0);
+        shard_loss[static_cast<size_t>(r)] = m.loss_and_grad(ps, tokens, batch, seq, 0.5, gs);
+        for (const TensorSlot& t : m.layout()) {
+          if (t.replicated) continue;
+          for (int64_t i = t.offset; i < t.offset + t.size(); ++i)
+            if (std::abs(gs[i] - want_g[i]) > 1e-10 * std::max(1.0, std::abs(want_g[i])))
+              failures[r] += t.name + " grad " + std::to_string(i) + "; ";
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_NEAR(shard_loss[0] + shard_loss[1], loss, 1e-10 * loss) << "tied " << tied;
+    // Neither rank alone holds the loss: each has about half of it.
+    EXPECT_GT(shard_loss[0], 0.2 * loss);
+    EXPECT_GT(shard_loss[1], 0.2 * loss);
+    for (int r = 0; r < tp; ++r) EXPECT_EQ(failures[r].substr(0, 200), "") << "rank " << r;
+    std::function<void(std::span<double>)> none = [](std::span<double>) {};
+    const Transformer<double> r0(shape, {tp, 0, none});
+    const std::vector<double> want = pick_blocks(r0, whole, g);
+    int replicated = 0;
+    for (const TensorSlot& t : r0.layout()) {
+      if (!t.replicated) continue;
+      ++replicated;
+      for (int64_t i = t.offset; i < t.offset + t.size(); ++i) {
+        const double sum = shard_grads[0][i] + shard_grads[1][i];
+        ASSERT_NEAR(sum, want[i], 1e-10 * std::max(1.0, std::abs(want[i])))
+            << t.name << " " << i << " tied " << tied;
+      }
+    }
+    EXPECT_GE(replicated, 4);  // embedding, two norms a layer, final norm
+  }
+}
+
+// Two pipeline stages under sequence parallelism pass each rank's rows of the stream: the first
+// stage's output on rank r is rows [r n / 2, (r + 1) n / 2) of the whole model's stream there.
+TEST(TensorParallel, SequenceParallelStageOutputIsTheRanksRows) {
+  const int tp = 2;
+  const ModelShape shape = small_shape(false);
+  const int64_t batch = 2, seq = 8, n = batch * seq;
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 33);
+  std::function<void(std::span<double>)> none = [](std::span<double>) {};
+  const Transformer<double> whole_first(shape, {}, StageRange{0, 1, true, false});
+  const std::vector<double> p = rich_params(whole_first, 34);
+  StagePass<double> whole_pass(whole_first, p, tokens, batch, seq);
+  std::vector<double> g(p.size(), 0.0);
+  whole_pass.forward({}, 1.0, g);
+  const std::span<const double> want = whole_pass.output();
+  ASSERT_EQ(static_cast<int64_t>(want.size()), n * shape.hidden);
+
+  ThreadGroup group(tp);
+  std::vector<std::vector<double>> out(static_cast<size_t>(tp));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r) {
+    threads.emplace_back([&, r] {
+      const Transformer<double> m(shape, sequence_parallel(group, tp, r),
+                                  StageRange{0, 1, true, false});
+      const std::vector<double> ps = pick_blocks(m, whole_first, p);
+      std::vector<double> gs(ps.size(), 0.0);
+      StagePass<double> pass(m, ps, tokens, batch, seq);
+      pass.forward({}, 1.0, gs);
+      out[static_cast<size_t>(r)].assign(pass.output().begin(), pass.output().end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < tp; ++r) {
+    ASSERT_EQ(static_cast<int64_t>(out[r].size()), n / tp * shape.hidden);
+    for (size_t i = 0; i < out[r].size(); ++i)
+      ASSERT_NEAR(out[r][i], want[r * out[r].size() + i], 1e-12) << "rank " << r << " " << i;
+  }
+}
+
 TEST(TensorParallel, ShardsSplitHeadsAndMlp) {
   const ModelShape shape = small_shape(true);
   std::function<void(std::span<double>)> none = [](std::span<double>) {};

@@ -110,6 +110,17 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
                      " must divide kv_heads=" + std::to_string(shape.kv_heads) +
                      " and ffn_hidden=" + std::to_string(shape.ffn_hidden),
                  "each tensor-parallel rank holds whole KV heads and an equal MLP share"});
+  if (o.sequence_parallel && o.tp > 1) {
+    if (shape.moe.experts > 0)
+      d.push_back({"--sp", "sequence parallelism with MoE layers is not executed yet",
+                   "--sp 0 for a MoE model"});
+    if (o.cp >= 1 && o.seq % o.cp == 0 && (o.micro_batch * (o.seq / o.cp)) % o.tp != 0)
+      d.push_back({"--sp",
+                   "tp=" + std::to_string(o.tp) + " must divide a microbatch's " +
+                       std::to_string(o.micro_batch * (o.seq / o.cp)) +
+                       " tokens per rank (mbs * seq / cp)",
+                   "a --seq or --mbs that tp divides"});
+  }
   if (o.steps < 1)
     d.push_back({"--steps", "must be at least 1, got " + std::to_string(o.steps), ""});
   if (o.seq < 1) d.push_back({"--seq", "must be at least 1, got " + std::to_string(o.seq), ""});
@@ -216,9 +227,19 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
   Diagnostics comm_errors;  // the first failure of a collective inside the model
-  TensorParallel<float> tp{o.tp, me.tp, [&](std::span<float> x) {
-                             if (!comm_errors.empty()) return;
-                             comm_errors = tp_group.all_reduce_sum(x);
+  const bool sp = o.sequence_parallel && o.tp > 1;
+  TensorParallel<float> tp{o.tp,
+                           me.tp,
+                           [&](std::span<float> x) {
+                             if (comm_errors.empty()) comm_errors = tp_group.all_reduce_sum(x);
+                           },
+                           sp,
+                           [&](std::span<const float> x, std::span<float> out) {
+                             if (comm_errors.empty()) comm_errors = tp_group.all_gather(x, out);
+                           },
+                           [&](std::span<const float> x, std::span<float> out) {
+                             if (comm_errors.empty())
+                               comm_errors = tp_group.reduce_scatter_sum(x, out);
                            }};
   ContextParallel<float> cp{o.cp, me.cp,
                             [&](std::span<const float> x, std::span<float> out) {
@@ -299,10 +320,20 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   const TensorSlot* tied_first =
       shape.tied_embeddings && stages > 1 && me.pp == 0 ? &chunks[0].layout().front() : nullptr;
   AdamW adam(o.adam, std::vector<uint8_t>(mask.begin() + first, mask.begin() + first + owned));
+  // Sequence parallelism: the elements of this rank's slice that belong to tensors replicated
+  // over tp (classes 1, 2 and 4 above), whose gradients the tp ranks sum.
+  std::vector<size_t> tp_summed;
+  if (sp)
+    for (int64_t i = 0; i < owned; ++i)
+      if (const uint8_t k = norm_class[static_cast<size_t>(first + i)]; k == 1 || k == 2 || k == 4)
+        tp_summed.push_back(static_cast<size_t>(i));
+  std::vector<float> tp_buf(tp_summed.size());
 
   const int64_t len = o.seq + 1;
   const double step_tokens = static_cast<double>(o.global_batch) * o.seq;
-  const int64_t activation = o.micro_batch * local_seq * shape.hidden;
+  // A stage's input or output: the microbatch's rows on this rank (under sequence parallelism,
+  // its tp share of them).
+  const int64_t activation = o.micro_batch * local_seq * shape.hidden / (sp ? o.tp : 1);
   std::vector<int32_t> sequence(static_cast<size_t>(len));
   struct InFlight {
     std::vector<int32_t> tokens;
@@ -555,8 +586,9 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       for (size_t i = 0; i < mine.size(); ++i)
         mine[i] = tied_first ? mine[i] + other[i] : other[i] + mine[i];
     }
-    // The loss: the head stage's tp rank 0 of every replica and context-parallel slice.
-    double loss = me.tp == 0 ? loss_sum : 0.0;
+    // The loss: the head stage's tp rank 0 of every replica and context-parallel slice (every
+    // tp rank's rows under sequence parallelism).
+    double loss = me.tp == 0 || sp ? loss_sum : 0.0;
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&loss, 1)); !d.empty()) return d;
     // The gradient of this rank's slice, summed over the data-parallel replicas and the
     // context-parallel slices.
@@ -578,6 +610,14 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
           if (Diagnostics d = (t.expert ? edp_group : dp_group).all_reduce_sum(x); !d.empty())
             return d;
         }
+    }
+    // Under sequence parallelism the tp ranks' shares of the replicated tensors' gradients (each
+    // from its rows) add up to the replica's; summed after the data-parallel reduction, on the
+    // slice this rank updates.
+    if (!tp_summed.empty()) {
+      for (size_t j = 0; j < tp_summed.size(); ++j) tp_buf[j] = g[tp_summed[j]];
+      if (Diagnostics d = tp_group.all_reduce_sum(std::span<float>(tp_buf)); !d.empty()) return d;
+      for (size_t j = 0; j < tp_summed.size(); ++j) g[tp_summed[j]] = tp_buf[j];
     }
     // Squared norm of the whole gradient: each element once over the job.
     double sq = 0;

@@ -30,10 +30,13 @@ struct TrainOptions {
   int64_t global_batch = 0;  ///< sequences per step over all ranks
   uint64_t seed = 1234;      ///< initialisation (data has its own seed in its TokenSource)
   int tp = 1;                ///< tensor-parallel degree
-  int pp = 1;                ///< pipeline stages; dp = group size / (tp * cp * pp)
-  int cp = 1;                ///< context-parallel ranks, each with seq / cp positions
-  int ep = 1;                ///< expert-parallel ranks (MoE), folded over the dp x cp ranks
-  int vpp = 1;               ///< model chunks per pipeline rank (interleaved schedule)
+  /// Megatron's sequence parallelism within the tensor-parallel group (tp > 1, dense models):
+  /// norms, residual stream and pipeline messages split by rows (TensorParallel in model.h).
+  bool sequence_parallel = false;
+  int pp = 1;   ///< pipeline stages; dp = group size / (tp * cp * pp)
+  int cp = 1;   ///< context-parallel ranks, each with seq / cp positions
+  int ep = 1;   ///< expert-parallel ranks (MoE), folded over the dp x cp ranks
+  int vpp = 1;  ///< model chunks per pipeline rank (interleaved schedule)
   ScheduleKind schedule = ScheduleKind::k1F1B;  ///< 1F1B or interleaved 1F1B
   /// ZeRO-1 (distributed optimizer): each rank keeps 1/dp of the AdamW state and updates that
   /// slice of the parameters; gradients are reduce-scattered and parameters all-gathered

@@ -154,6 +154,11 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   ExpectLosses(a, 2, args + " --gpus 2 --zero 2");
   ExpectLosses(a, 4, args + " --gpus 4 --zero 3 --pp 2");
   ExpectLosses(a, 4, args + " --gpus 4 --fsdp --zero 0 --tp 2");
+  // Sequence parallelism: norms, embedding, loss and the stages' messages on each tp rank's
+  // rows; all-gathers and reduce-scatters instead of all-reduces.
+  ExpectLosses(a, 2, args + " --gpus 2 --tp 2 --sp 1");
+  ExpectLosses(a, 4, args + " --gpus 4 --tp 2 --pp 2 --sp 1");
+  ExpectLosses(a, 4, args + " --gpus 4 --tp 2 --cp 2 --sp 1 --zero 2");
 
   // Mixture of experts (router, top-2 of 4 experts, a shared expert, the load-balancing loss):
   // expert parallelism over the data-parallel ranks, alone and with tp, cp and pp.
@@ -181,6 +186,7 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   const CliRun t1 = Parallax(tied, Streams::kStdoutOnly);
   ASSERT_EQ(t1.exit_code, 0) << t1;
   ExpectLosses(losses_of(t1.out), 2, tied + " --gpus 2 --pp 2 --vpp 2 --schedule interleaved");
+  ExpectLosses(losses_of(t1.out), 4, tied + " --gpus 4 --pp 2 --tp 2 --sp 1");
 }
 
 // A rank that stops answering does not hang the job: after --timeout the group's first rank
@@ -272,6 +278,9 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   r = Parallax("execute" + model + " --gpus 4 --tp 4 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--tp: tp=4 must divide kv_heads=2")) << r;
+  r = Parallax("execute" + model + " --gpus 2 --tp 2 --sp 1 --gbs 4 --seq 31");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--sp: tp=2 must divide a microbatch's 31 tokens per rank")) << r;
   r = Parallax("execute" + model + " --gpus 4 --pp 4 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--pp: 2 layers do not split evenly into pp * vpp = 4 stages")) << r;
