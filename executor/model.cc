@@ -71,6 +71,7 @@ struct PassInput {
   std::span<const int32_t> tokens;  ///< batch rows of seq + 1 ids
   int64_t batch = 0, seq = 0;
   bool train = false;  ///< keep every block's activations and allocate backward buffers
+  ParamUnits units{};  ///< told where the pass uses each parameter unit
 };
 
 /// One forward (and, when training, backward) pass of a Transformer (or of one pipeline stage
@@ -99,6 +100,16 @@ class Pass {
 
  private:
   const TensorSlot& at(int64_t index) const { return layout_[static_cast<size_t>(index)]; }
+  // ParamUnits' calls, where set.
+  void unit_gather(int64_t u) const {
+    if (in_.units.gather) in_.units.gather(u);
+  }
+  void unit_release(int64_t u) const {
+    if (in_.units.release) in_.units.release(u);
+  }
+  void unit_done(int64_t u) const {
+    if (in_.units.grads_done) in_.units.grads_done(u);
+  }
   const BlockSlots& block(int64_t layer) const {
     return blocks_[static_cast<size_t>(layer - stage_.first_layer)];
   }
@@ -320,16 +331,22 @@ void Pass<T>::forward(std::span<const T> input, T grad_scale) {
   grad_scale_ = grad_scale;
   aux_ = 0;
   if (stage_.embed) {
+    unit_gather(ParamUnits::kEmbedUnit);
     const auto embed = mat(in_.params, layout_.front());
     for (int64_t r = 0; r < rows_; ++r) h_.row(r) = embed.row(inputs_[row0_ + r]);
+    unit_release(ParamUnits::kEmbedUnit);
   } else {
     PX_CHECK(static_cast<int64_t>(input.size()) == h_.size(),
              "stage input has " << input.size() << " values, want " << h_.size());
     h_ = Eigen::Map<const RowMatrix<T>>(input.data(), rows_, shape_.hidden);
   }
-  for (int64_t l = stage_.first_layer; l < stage_.end_layer; ++l)
+  for (int64_t l = stage_.first_layer; l < stage_.end_layer; ++l) {
+    unit_gather(l);
     forward_block(l, acts_[in_.train ? l - stage_.first_layer : 0]);
+    unit_release(l);
+  }
   if (!stage_.head) return;
+  unit_gather(ParamUnits::kHeadUnit);  // released at the end of head()
   if (in_.train) x_final_ = h_;
   ops::rms_norm_forward<T>(h_, vec(in_.params, at(final_norm_)), eps_, xf_, rstd_final_);
 }
@@ -441,6 +458,7 @@ void Pass<T>::reduce_input_grad() {
 template <typename T>
 double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_losses) {
   const bool tied = shape_.tied_embeddings;
+  if (tied) unit_gather(ParamUnits::kEmbedUnit);
   const TensorSlot& out_slot = tied ? layout_.front() : layout_.back();
   const auto w = mat(in_.params, out_slot);  // hidden x vocab; vocab x hidden when tied
   PX_CHECK(!sp_ || row_losses.empty(), "per-position losses need the whole stream (no sp)");
@@ -473,6 +491,8 @@ double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_los
       dx.middleRows(r0, rows).noalias() = z * w.transpose();
     }
   }
+  if (tied) unit_release(ParamUnits::kEmbedUnit);
+  unit_release(ParamUnits::kHeadUnit);
   return total;
 }
 
@@ -480,10 +500,13 @@ template <typename T>
 void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   // From here on, h_ is d(loss)/d(residual stream).
   if (stage_.head) {
+    unit_gather(ParamUnits::kHeadUnit);
     h_.setZero();
     const TensorSlot& norm = at(final_norm_);
     ops::rms_norm_backward<T>(x_final_, vec(in_.params, norm), rstd_final_, rows_grad(), h_,
                               vec(grads, norm));
+    unit_release(ParamUnits::kHeadUnit);
+    unit_done(ParamUnits::kHeadUnit);
   } else {
     PX_CHECK(static_cast<int64_t>(d_output.size()) == h_.size(),
              "output gradient has " << d_output.size() << " values, want " << h_.size());
@@ -491,12 +514,18 @@ void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   }
   for (int64_t l = stage_.end_layer - 1; l >= stage_.first_layer; --l) {
     const BlockActs<T>& a = acts_[static_cast<size_t>(l - stage_.first_layer)];
+    unit_gather(l);
     backward_ffn(l, a, grads);
     backward_attention(l, a, grads);
+    unit_release(l);
+    unit_done(l);
   }
-  if (!stage_.embed) return;
-  auto g_embed = mat(grads, layout_.front());
-  for (int64_t r = 0; r < rows_; ++r) g_embed.row(inputs_[row0_ + r]) += h_.row(r);
+  if (stage_.embed) {
+    auto g_embed = mat(grads, layout_.front());
+    for (int64_t r = 0; r < rows_; ++r) g_embed.row(inputs_[row0_ + r]) += h_.row(r);
+  }
+  // A tied head stage's copy of the embedding had its gradient from head().
+  if (stage_.embed || (stage_.head && shape_.tied_embeddings)) unit_done(ParamUnits::kEmbedUnit);
 }
 
 template <typename T>
@@ -651,8 +680,10 @@ template class Transformer<double>;
 
 template <typename T>
 StagePass<T>::StagePass(const Transformer<T>& model, std::span<const T> params,
-                        std::span<const int32_t> tokens, int64_t batch, int64_t seq)
-    : pass_(std::make_unique<Pass<T>>(model, PassInput<T>{params, tokens, batch, seq, true})) {}
+                        std::span<const int32_t> tokens, int64_t batch, int64_t seq,
+                        ParamUnits units)
+    : pass_(std::make_unique<Pass<T>>(
+          model, PassInput<T>{params, tokens, batch, seq, true, std::move(units)})) {}
 
 template <typename T>
 StagePass<T>::~StagePass() = default;

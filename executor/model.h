@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model_spec.h"
@@ -140,6 +141,20 @@ struct StageRange {
   bool embed = true, head = true;
 };
 
+/// Where a pass uses each part of a stage's parameters, for ZeRO-3/FSDP (a unit's parameters
+/// gathered just before use and released after) and per-unit gradient reduction (ZeRO-2/3).
+/// Units: kEmbedUnit (the token embedding; on a tied model's head stage also the output layer),
+/// each block by its layer index, and kHeadUnit (final norm and untied output layer); their
+/// ranges in the stage's buffer are Transformer::unit_range. A pass calls gather(u) before it
+/// reads unit u's parameters, release(u) when it will not read them again until another
+/// gather(u), and grads_done(u) once it has added all of this microbatch's gradient of unit u
+/// (it writes no more of them). Forward: embedding, blocks in order, head; backward: head,
+/// blocks in reverse, embedding. Each may be empty.
+struct ParamUnits {
+  static constexpr int64_t kEmbedUnit = -1, kHeadUnit = -2;
+  std::function<void(int64_t unit)> gather, release, grads_done;
+};
+
 namespace detail {
 template <typename T>
 class Pass;
@@ -180,6 +195,10 @@ class Transformer {
   ///   final_norm [1 x hidden]; output [hidden x vocab], absent when tied (logits = h embed^T).
   const std::vector<TensorSlot>& layout() const { return layout_; }
   int64_t num_params() const { return num_params_; }
+  /// [begin, end) offsets in the stage's buffer of a ParamUnits unit: a block's tensors, the
+  /// embedding, or the final norm with the untied output layer; {0, 0} when the stage has no
+  /// such unit.
+  std::pair<int64_t, int64_t> unit_range(int64_t unit) const;
 
   /// Deterministic initialisation from `seed`: linear weights and the embedding ~ N(0, 0.02^2)
   /// (the projections that write into the residual stream, wo and every w_down, scaled by
@@ -188,6 +207,9 @@ class Transformer {
   /// library's distributions) and rounded, so float and double models start from the same point.
   /// A tensor- or expert-parallel shard gets its block of the whole model's values.
   void init(std::span<T> params, uint64_t seed) const;
+  /// The same for the tensors that overlap [begin, end) of the buffer only (whole tensors; the
+  /// others are not written): how a ZeRO-3 rank initialises one unit at a time.
+  void init(std::span<T> params, uint64_t seed, int64_t begin, int64_t end) const;
 
   /// The objective of one microbatch: the sum over the batch of the next-token cross-entropy
   /// (nats), summed over the batch * seq positions in double before the final rounding to T,
@@ -234,8 +256,9 @@ class StagePass {
   /// `tokens`: batch rows of seq + 1 ids (the embedding stage reads the inputs, the head stage
   /// the targets); under context parallelism, this rank's slice: seq = its positions, and each
   /// row its seq inputs and the next id. Keeps references to `model`, `params` and `tokens`.
+  /// `units` (optional) is told where the pass uses each parameter unit.
   StagePass(const Transformer<T>& model, std::span<const T> params, std::span<const int32_t> tokens,
-            int64_t batch, int64_t seq);
+            int64_t batch, int64_t seq, ParamUnits units = {});
   ~StagePass();
   StagePass(const StagePass&) = delete;
   StagePass& operator=(const StagePass&) = delete;

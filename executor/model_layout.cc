@@ -216,12 +216,18 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, Stage
 
 template <typename T>
 void Transformer<T>::init(std::span<T> params, uint64_t seed) const {
+  init(params, seed, 0, num_params_);
+}
+
+template <typename T>
+void Transformer<T>::init(std::span<T> params, uint64_t seed, int64_t begin, int64_t end) const {
   PX_CHECK(static_cast<int64_t>(params.size()) == num_params_,
            "params has " << params.size() << " values, the model " << num_params_);
   constexpr double kStd = 0.02;
   // GPT-2's scaling: the projections that write into the residual stream, once per block.
   const double residual_std = kStd / std::sqrt(2.0 * static_cast<double>(shape_.layers));
   for (const TensorSlot& t : layout_) {
+    if (t.offset + t.size() <= begin || t.offset >= end) continue;
     const std::span<T> out =
         params.subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.size()));
     // attn_norm, mlp_norm, final_norm; wo, w_down, experts.w_down, shared.w_down.
@@ -245,11 +251,41 @@ void Transformer<T>::init(std::span<T> params, uint64_t seed) const {
   }
 }
 
+template <typename T>
+std::pair<int64_t, int64_t> Transformer<T>::unit_range(int64_t unit) const {
+  if (unit == ParamUnits::kEmbedUnit) {
+    if (!stage_.embed && !(stage_.head && shape_.tied_embeddings)) return {0, 0};
+    const TensorSlot& e = layout_.front();
+    return {e.offset, e.offset + e.size()};
+  }
+  if (unit == ParamUnits::kHeadUnit) {
+    if (!stage_.head) return {0, 0};
+    return {layout_[static_cast<size_t>(final_norm_)].offset, num_params_};
+  }
+  PX_CHECK(unit >= stage_.first_layer && unit < stage_.end_layer,
+           "unit " << unit << " outside the stage's layers [" << stage_.first_layer << ", "
+                   << stage_.end_layer << ")");
+  const detail::BlockSlots& b = blocks_[static_cast<size_t>(unit - stage_.first_layer)];
+  int64_t begin = num_params_, end = 0;
+  for (const int64_t i : {b.attn_norm, b.wq, b.wk, b.wv, b.wo, b.mlp_norm, b.w_gate, b.w_up,
+                          b.w_down, b.router, b.experts_gate, b.experts_up, b.experts_down}) {
+    if (i < 0) continue;
+    const TensorSlot& t = layout_[static_cast<size_t>(i)];
+    begin = std::min(begin, t.offset);
+    end = std::max(end, t.offset + t.size());
+  }
+  return {begin, end};
+}
+
 template Transformer<float>::Transformer(const ModelShape&, TensorParallel<float>, StageRange,
                                          ContextParallel<float>, ExpertParallel<float>);
 template Transformer<double>::Transformer(const ModelShape&, TensorParallel<double>, StageRange,
                                           ContextParallel<double>, ExpertParallel<double>);
 template void Transformer<float>::init(std::span<float>, uint64_t) const;
 template void Transformer<double>::init(std::span<double>, uint64_t) const;
+template void Transformer<float>::init(std::span<float>, uint64_t, int64_t, int64_t) const;
+template void Transformer<double>::init(std::span<double>, uint64_t, int64_t, int64_t) const;
+template std::pair<int64_t, int64_t> Transformer<float>::unit_range(int64_t) const;
+template std::pair<int64_t, int64_t> Transformer<double>::unit_range(int64_t) const;
 
 }  // namespace parallax::exec

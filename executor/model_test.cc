@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <functional>
 #include <iomanip>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <random>
 #include <span>
@@ -564,6 +566,60 @@ TEST(TensorParallel, SequenceParallelStageOutputIsTheRanksRows) {
     ASSERT_EQ(static_cast<int64_t>(out[r].size()), n / tp * shape.hidden);
     for (size_t i = 0; i < out[r].size(); ++i)
       ASSERT_NEAR(out[r][i], want[r * out[r].size() + i], 1e-12) << "rank " << r << " " << i;
+  }
+}
+
+// ZeRO-3 / FSDP units: a pass reads only the units it has gathered (every other parameter is
+// NaN), and adds to a unit's gradients only before it calls grads_done: moving each unit's
+// gradients out at that call gives the whole gradient, and nothing is added afterwards.
+TEST(ParamUnits, APassUsesOnlyGatheredUnitsAndFinishesEachGradientOnce) {
+  for (const bool tied : {false, true}) {
+    const ModelShape shape = small_shape(tied);
+    const Transformer<double> m(shape);
+    const std::vector<double> p = rich_params(m, 51);
+    const int64_t batch = 2, seq = 9;
+    const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 52);
+    std::vector<double> want(p.size(), 0.0);
+    const double loss = m.loss_and_grad(p, tokens, batch, seq, 0.5, want);
+
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> live(p.size(), nan), g(p.size(), 0.0), got(p.size(), 0.0);
+    std::map<int64_t, int> done;
+    auto range = [&](int64_t u) {
+      const auto [a, b] = m.unit_range(u);
+      EXPECT_LT(a, b) << "unit " << u;
+      return std::pair<size_t, size_t>(static_cast<size_t>(a), static_cast<size_t>(b));
+    };
+    ParamUnits units;
+    units.gather = [&](int64_t u) {
+      const auto [a, b] = range(u);
+      std::copy(p.begin() + a, p.begin() + b, live.begin() + a);
+    };
+    units.release = [&](int64_t u) {
+      const auto [a, b] = range(u);
+      std::fill(live.begin() + a, live.begin() + b, nan);
+    };
+    units.grads_done = [&](int64_t u) {
+      ++done[u];
+      const auto [a, b] = range(u);
+      for (size_t i = a; i < b; ++i) got[i] += std::exchange(g[i], 0.0);
+    };
+    StagePass<double> pass(m, live, tokens, batch, seq, units);
+    const double l = pass.forward({}, 0.5, g) + pass.aux();
+    pass.backward({}, g);
+    EXPECT_NEAR(l, loss, 1e-12 * loss) << "tied " << tied;
+    EXPECT_TRUE(std::all_of(live.begin(), live.end(), [](double x) { return std::isnan(x); }))
+        << "a unit left gathered";
+    EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](double x) { return x == 0.0; }))
+        << "a gradient added after its unit was done";
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-12 * std::max(1.0, std::abs(want[i]))) << i;
+    EXPECT_EQ(done.size(), static_cast<size_t>(shape.layers + 2));
+    for (const auto& [u, calls] : done) EXPECT_EQ(calls, 1) << "unit " << u;
+    // The units tile the buffer.
+    int64_t covered = 0;
+    for (const auto& [u, calls] : done) covered += m.unit_range(u).second - m.unit_range(u).first;
+    EXPECT_EQ(covered, m.num_params());
   }
 }
 

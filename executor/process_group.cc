@@ -32,6 +32,16 @@ class LocalGroup final : public ProcessGroup {
     std::copy(chunk.begin(), chunk.end(), out.begin());
     return {};
   }
+  Diagnostics all_gather(std::span<const float> mine, std::span<const int64_t>,
+                         std::span<float> out) override {
+    std::copy(mine.begin(), mine.end(), out.begin());
+    return {};
+  }
+  Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<const int64_t>,
+                                 std::span<float> out) override {
+    std::copy(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(out.size()), out.begin());
+    return {};
+  }
   double max(double v) override { return v; }
   void barrier() override {}
   Result<std::unique_ptr<ProcessGroup>> split(int, int) override {
@@ -132,6 +142,26 @@ class MpiGroup final : public ProcessGroup {
                                static_cast<int>(chunk.size()), MPI_FLOAT, comm_),
                  "MPI_Allgather");
   }
+  Diagnostics all_gather(std::span<const float> mine, std::span<const int64_t> counts,
+                         std::span<float> out) override {
+    const Blocks b = blocks(counts, out.size());
+    PX_CHECK(static_cast<int64_t>(mine.size()) == counts[static_cast<size_t>(rank_)],
+             "all-gather of " << mine.size() << " values, counted " << counts[rank_]);
+    if (Diagnostics d = arrive("all-gather", out.size()); !d.empty()) return d;
+    return check(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, out.data(),
+                                b.counts.data(), b.displs.data(), MPI_FLOAT, comm_),
+                 "MPI_Allgatherv");
+  }
+  Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<const int64_t> counts,
+                                 std::span<float> out) override {
+    const Blocks b = blocks(counts, data.size());
+    PX_CHECK(static_cast<int64_t>(out.size()) == counts[static_cast<size_t>(rank_)],
+             "reduce-scatter into " << out.size() << " values, counted " << counts[rank_]);
+    if (Diagnostics d = arrive("reduce-scatter", data.size()); !d.empty()) return d;
+    return check(
+        MPI_Reduce_scatter(data.data(), out.data(), b.counts.data(), MPI_FLOAT, MPI_SUM, comm_),
+        "MPI_Reduce_scatter");
+  }
   double max(double v) override {
     double out = v;
     arrive("max", 1);
@@ -214,6 +244,23 @@ class MpiGroup final : public ProcessGroup {
   }
 
  private:
+  /// MPI's int counts and displacements of one block per rank, checked against `total`.
+  struct Blocks {
+    std::vector<int> counts, displs;
+  };
+  Blocks blocks(std::span<const int64_t> counts, size_t total) const {
+    PX_CHECK(static_cast<int>(counts.size()) == size_, "one count per rank, got " << counts.size());
+    Blocks b;
+    int64_t at = 0;
+    for (const int64_t c : counts) {
+      PX_CHECK(c >= 0 && at + c <= INT_MAX, "block of " << c << " values at " << at);
+      b.counts.push_back(static_cast<int>(c));
+      b.displs.push_back(static_cast<int>(at));
+      at += c;
+    }
+    PX_CHECK(at == static_cast<int64_t>(total), "blocks sum to " << at << ", buffer " << total);
+    return b;
+  }
   Diagnostics reduce(void* data, int64_t n, MPI_Datatype type) {
     // MPI counts are ints: large buffers go in chunks.
     const int element = type == MPI_FLOAT ? 4 : 8;

@@ -24,6 +24,15 @@ class ProcessGroup {
   virtual Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<float> out) = 0;
   /// Every rank's `chunk`, in rank order, into `out` (size() * chunk.size() elements).
   virtual Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) = 0;
+  /// Unequal blocks: rank r contributes counts[r] values (this rank's `mine`), and every rank
+  /// receives all of them in rank order in `out` (the sum of the counts). ZeRO-3 gathers a unit
+  /// of parameters this way from the slices that overlap it.
+  virtual Diagnostics all_gather(std::span<const float> mine, std::span<const int64_t> counts,
+                                 std::span<float> out) = 0;
+  /// Sums `data` over the ranks and leaves rank r's block of it (counts[r] values after the
+  /// earlier ranks' blocks) in `out` on rank r: a unit's gradients to the slices that own them.
+  virtual Diagnostics reduce_scatter_sum(std::span<const float> data,
+                                         std::span<const int64_t> counts, std::span<float> out) = 0;
   /// The largest `v` over the ranks.
   virtual double max(double v) = 0;
   virtual void barrier() = 0;

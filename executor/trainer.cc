@@ -1,8 +1,5 @@
 #include "executor/trainer.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,28 +23,19 @@
 #include "core/units.h"
 #include "executor/checkpoint.h"
 #include "executor/train_state.h"
+#include "executor/zero_units.h"
 #include "simulator/schedules/pipeline_schedule.h"
 
 namespace parallax::exec {
 namespace {
 
-std::vector<uint8_t> decay_mask(const Transformer<float>& model) {
-  std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 1);
-  for (const TensorSlot& s : model.layout()) {
-    const bool norm = s.name.size() >= 4 && s.name.compare(s.name.size() - 4, 4, "norm") == 0;
-    if (norm) std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(), 0);
-  }
-  return mask;
-}
+/// Norm weights are not decayed.
+bool decays(const TensorSlot& s) { return !s.name.ends_with("norm"); }
 
-/// Each parameter's class for the gradient norm: 0 sharded over tp, 1 replicated over tp (counted
+/// A tensor's class for the gradient norm: 0 sharded over tp, 1 replicated over tp (counted
 /// once), 3 and 4 the same for routed-expert tensors.
-std::vector<uint8_t> replicated_mask(const Transformer<float>& model) {
-  std::vector<uint8_t> mask(static_cast<size_t>(model.num_params()), 0);
-  for (const TensorSlot& s : model.layout())
-    std::fill(mask.begin() + s.offset, mask.begin() + s.offset + s.size(),
-              static_cast<uint8_t>((s.replicated ? 1 : 0) + (s.expert ? 3 : 0)));
-  return mask;
+uint8_t norm_class_of(const TensorSlot& s) {
+  return static_cast<uint8_t>((s.replicated ? 1 : 0) + (s.expert ? 3 : 0));
 }
 
 double median(std::vector<double> v) {
@@ -152,21 +140,6 @@ namespace {
 /// each stage sends its microbatches in order, so the tag need not be unique per microbatch.
 int pipeline_tag(int64_t mb, int vs, int stages, int dir) {
   return static_cast<int>(((mb % 64) * stages + vs) * 2 + dir);
-}
-
-/// Zeroes `v` and hands its whole pages back to the kernel (they come back zero-filled when next
-/// touched): how a sharded buffer stops occupying memory between uses.
-void release(std::vector<float>& v) {
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(v.data());
-  const uintptr_t end = begin + v.size() * sizeof(float);
-  const uintptr_t a = (begin + page - 1) / page * page, b = end / page * page;
-  if (b > a && madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED) == 0) {
-    std::fill(v.data(), reinterpret_cast<float*>(a), 0.0f);
-    std::fill(reinterpret_cast<float*>(b), v.data() + v.size(), 0.0f);
-  } else {
-    std::fill(v.begin(), v.end(), 0.0f);
-  }
 }
 
 /// Fault injection for the fault tests: PARALLAX_FAULT=<what>:<where>:<step>:<rank> makes that
@@ -281,23 +254,23 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   const int64_t padded = o.shard_optimizer ? slice * data_size : n;
   const int64_t first = o.shard_optimizer ? data_rank * slice : 0;
   const int64_t owned = std::clamp<int64_t>(n - first, 0, slice);  // real parameters in the slice
-  std::vector<float> params(static_cast<size_t>(padded), 0.0f),
-      grads(static_cast<size_t>(padded), 0.0f);
+  // Lazily mapped: under ZeRO-2/3 only the units in use are resident.
+  PageBuffer params(static_cast<size_t>(padded)), grads(static_cast<size_t>(padded));
   std::vector<float> grad_slice(o.shard_optimizer ? static_cast<size_t>(slice) : 0);
-  // ZeRO-2/3: each backward's gradient is reduce-scattered at once (into grad_part, added to
-  // grad_slice) and the full buffer released; ZeRO-3/FSDP keeps only own_params at rest and
-  // gathers the whole buffer before each forward and backward (one unit per rank's chunks).
-  std::vector<float> grad_part(o.shard_gradients ? static_cast<size_t>(slice) : 0);
-  std::vector<float> own_params;
+  // ZeRO-2/3 (zero_units.h): each unit's gradient is reduce-scattered into grad_slice as soon
+  // as a backward finishes it; ZeRO-3/FSDP keeps only own_params at rest and gathers each unit
+  // just before a pass reads it. A checkpoint gathers the whole buffer.
+  std::vector<float> own_params(o.shard_parameters ? static_cast<size_t>(slice) : 0);
   auto gather = [&]() -> Diagnostics {
     return o.shard_parameters ? dp_group.all_gather(own_params, params) : Diagnostics{};
   };
-  // Per parameter: weight decay, and how it counts in the gradient norm (0: this rank's own,
-  // 1: replicated over tp, counted by tp rank 0; 2: the head stage's copy of a tied embedding,
-  // not counted; 3 and 4: as 0 and 1 for routed-expert tensors, whose replicas are the ranks
-  // holding the same experts rather than the whole data group).
-  std::vector<uint8_t> mask, norm_class;
-  auto chunk_span = [&](std::vector<float>& buf, int c) {
+  // Per parameter of this rank's slice [first, first + owned): weight decay, and how it counts
+  // in the gradient norm (0: this rank's own, 1: replicated over tp, counted by tp rank 0; 2:
+  // the head stage's copy of a tied embedding, not counted; 3 and 4: as 0 and 1 for
+  // routed-expert tensors, whose replicas are the ranks holding the same experts rather than
+  // the whole data group).
+  std::vector<uint8_t> mask(static_cast<size_t>(owned)), norm_class(static_cast<size_t>(owned));
+  auto chunk_span = [&](PageBuffer& buf, int c) {
     return std::span<float>(buf).subspan(static_cast<size_t>(offsets[c]),
                                          static_cast<size_t>(chunks[c].num_params()));
   };
@@ -305,27 +278,47 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   int tied_chunk = -1;
   for (int c = 0; c < vpp; ++c) {
     const Transformer<float>& m = chunks[c];
-    m.init(chunk_span(params, c), o.seed);  // every copy and shard of a tensor alike
-    const std::vector<uint8_t> d = decay_mask(m), r = replicated_mask(m);
-    mask.insert(mask.end(), d.begin(), d.end());
-    const size_t base = norm_class.size();
-    norm_class.insert(norm_class.end(), r.begin(), r.end());
     if (m.stage().head && !m.stage().embed && shape.tied_embeddings) {
       tied_copy = &m.layout().front();
       tied_chunk = c;
-      std::fill_n(norm_class.begin() + static_cast<std::ptrdiff_t>(base + tied_copy->offset),
-                  tied_copy->size(), uint8_t{2});
+    }
+    for (const TensorSlot& t : m.layout()) {
+      const int64_t a = std::max(first, offsets[c] + t.offset),
+                    b = std::min(first + owned, offsets[c] + t.offset + t.size());
+      if (a >= b) continue;
+      std::fill(mask.begin() + (a - first), mask.begin() + (b - first), decays(t) ? 1 : 0);
+      std::fill(norm_class.begin() + (a - first), norm_class.begin() + (b - first),
+                &t == tied_copy ? uint8_t{2} : norm_class_of(t));
+    }
+    // Every copy and shard of a tensor alike. Under ZeRO-3 one unit at a time: the rank keeps
+    // its slice of it and hands the unit's pages back, so the whole model is never resident.
+    if (!o.shard_parameters) {
+      m.init(chunk_span(params, c), o.seed);
+      continue;
+    }
+    std::vector<int64_t> units{ParamUnits::kEmbedUnit, ParamUnits::kHeadUnit};
+    for (int64_t l = m.stage().first_layer; l < m.stage().end_layer; ++l) units.push_back(l);
+    for (const int64_t u : units) {
+      const auto [ua, ub] = m.unit_range(u);
+      if (ua == ub) continue;
+      m.init(chunk_span(params, c), o.seed, ua, ub);
+      const int64_t a = std::max(first, offsets[c] + ua),
+                    b = std::min(first + slice, offsets[c] + ub);
+      if (a < b)
+        std::copy(params.begin() + a, params.begin() + b, own_params.begin() + (a - first));
+      release_pages(std::span<float>(params).subspan(static_cast<size_t>(offsets[c] + ua),
+                                                     static_cast<size_t>(ub - ua)));
     }
   }
   const TensorSlot* tied_first =
       shape.tied_embeddings && stages > 1 && me.pp == 0 ? &chunks[0].layout().front() : nullptr;
-  AdamW adam(o.adam, std::vector<uint8_t>(mask.begin() + first, mask.begin() + first + owned));
+  AdamW adam(o.adam, std::move(mask));
   // Sequence parallelism: the elements of this rank's slice that belong to tensors replicated
   // over tp (classes 1, 2 and 4 above), whose gradients the tp ranks sum.
   std::vector<size_t> tp_summed;
   if (sp)
     for (int64_t i = 0; i < owned; ++i)
-      if (const uint8_t k = norm_class[static_cast<size_t>(first + i)]; k == 1 || k == 2 || k == 4)
+      if (const uint8_t k = norm_class[static_cast<size_t>(i)]; k == 1 || k == 2 || k == 4)
         tp_summed.push_back(static_cast<size_t>(i));
   std::vector<float> tp_buf(tp_summed.size());
 
@@ -373,9 +366,16 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     start = ckpt->step() + 1;
     result.resumed_from = ckpt->step();
   }
-  if (o.shard_parameters) {
-    own_params.assign(params.begin() + first, params.begin() + first + slice);
-    release(params);
+  if (o.shard_parameters && o.resume) {  // the checkpoint was read into the whole buffer
+    std::copy(params.begin() + first, params.begin() + first + slice, own_params.begin());
+    release_pages(params);
+  }
+  std::optional<ShardedUnits> sharded;
+  std::vector<ParamUnits> units(static_cast<size_t>(vpp));  // per chunk; empty without ZeRO-2/3
+  if (o.shard_gradients) {
+    sharded.emplace(dp_group, slice, o.shard_parameters, o.shard_gradients,
+                    ShardedUnits::Buffers{params, grads, own_params, grad_slice}, &comm_errors);
+    for (int c = 0; c < vpp; ++c) units[c] = sharded->hooks(chunks[c], offsets[c]);
   }
   // A save writes this rank's shard (at once, or with --async-save on a thread that overlaps the
   // next step), then completes the step: every rank's outcome to rank 0, which writes the
@@ -471,7 +471,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
         copies.emplace_back(piece.data.begin(), piece.data.end());
         piece.data = copies.back();
       }
-      if (o.shard_parameters) release(params);
+      if (o.shard_parameters) release_pages(params);
       pending = PendingSave{
           step, result.steps.size(),
           std::async(std::launch::async, [dir = o.checkpoint_dir, step, rank = group.rank(),
@@ -481,7 +481,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       return {};
     }
     auto info = write_shard(o.checkpoint_dir, step, group.rank(), pieces);
-    if (o.shard_parameters) release(params);
+    if (o.shard_parameters) release_pages(params);
     return complete(step, std::move(info), result.steps.size());
   };
   auto finish_pending = [&]() -> Diagnostics {
@@ -495,7 +495,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     inject_fault("step", step, group.rank());
     group.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    std::fill(grads.begin(), grads.end(), 0.0f);
+    if (!o.shard_gradients) std::fill(grads.begin(), grads.end(), 0.0f);  // else released zero
     std::fill(grad_slice.begin(), grad_slice.end(), 0.0f);
     double loss_sum = 0;
     std::map<std::pair<int, int>, InFlight> flight;  // (microbatch, chunk)
@@ -503,7 +503,6 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       const int c = op.chunk, vs = virtual_stage(me.pp, c, pp);
       const std::span<float> params_c = chunk_span(params, c), cg = chunk_span(grads, c);
       const int prev = (vs - 1) % pp, next = (vs + 1) % pp;
-      if (Diagnostics d = gather(); !d.empty()) return d;
       if (op.kind == PassKind::kForward) {
         InFlight& f = flight[{op.microbatch, c}];
         // Sequence ids of this microbatch: the run's global order, split by replica.
@@ -522,7 +521,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
           }
         }
         f.pass = std::make_unique<StagePass<float>>(chunks[c], params_c, f.tokens,
-                                                    o.micro_batch * parts, chunk);
+                                                    o.micro_batch * parts, chunk, units[c]);
         std::span<const float> input;
         if (vs > 0) {
           if (Diagnostics d =
@@ -562,13 +561,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
             return d;
         }
         flight.erase(it);
-        if (o.shard_gradients) {
-          if (Diagnostics d = dp_group.reduce_scatter_sum(grads, grad_part); !d.empty()) return d;
-          for (size_t i = 0; i < grad_part.size(); ++i) grad_slice[i] += grad_part[i];
-          release(grads);
-        }
       }
-      if (o.shard_parameters) release(params);
     }
     if (Diagnostics d = pp_group.wait_sends(); !d.empty()) return d;
     // A tied embedding's two copies (first and last stage) add their gradients, in one order on
@@ -622,7 +615,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     // Squared norm of the whole gradient: each element once over the job.
     double sq = 0;
     for (int64_t i = 0; i < owned; ++i) {
-      const uint8_t k = norm_class[static_cast<size_t>(first + i)];
+      const uint8_t k = norm_class[static_cast<size_t>(i)];
       const bool counted = (k == 0 || k == 3 || ((k == 1 || k == 4) && me.tp == 0)) &&
                            (o.shard_optimizer || (k >= 3 ? edp_rank == 0 : data_rank == 0));
       if (counted) sq += static_cast<double>(g[i]) * g[i];

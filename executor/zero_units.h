@@ -1,0 +1,77 @@
+#pragma once
+/// ZeRO-2/3 by parameter units over the data-parallel group. The rank's flat buffers (its model
+/// chunks one after the other, padded to a multiple of the group) are cut into equal slices and
+/// the rank owns slice rank(): its parameters at rest under ZeRO-3 (`own_params`) and its part of
+/// the reduced gradient (`grad_slice`). Each unit of a chunk (ParamUnits in model.h: the
+/// embedding, one block, the head) is a range of the flat buffers that overlaps one or more
+/// slices: ZeRO-3 gathers it from them just before a pass reads it and hands its pages back
+/// after (FSDP's per-layer units), and ZeRO-2/3 reduce-scatters its gradient to them as soon as
+/// the backward has finished it, then releases those pages too. Peak parameter and gradient
+/// memory is then the rank's slices plus a unit or two, not the whole model.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/result.h"
+#include "executor/model.h"
+#include "executor/process_group.h"
+
+namespace parallax::exec {
+
+/// A zero-filled float buffer mapped lazily (anonymous memory): pages never written cost no
+/// memory, and release_pages hands written ones back. The flat parameter and gradient buffers
+/// of a ZeRO-2/3 rank, of which only the units in use are resident.
+class PageBuffer {
+ public:
+  explicit PageBuffer(size_t n);
+  ~PageBuffer();
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+  float* data() const { return data_; }
+  size_t size() const { return size_; }
+  float* begin() const { return data_; }
+  float* end() const { return data_ + size_; }
+  float& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// Zeroes `v` and hands its whole pages back to the kernel (they come back zero-filled when
+/// next touched): how a sharded buffer stops occupying memory between uses.
+void release_pages(std::span<float> v);
+
+class ShardedUnits {
+ public:
+  struct Buffers {
+    std::span<float> params, grads;     ///< the whole flat buffers, sparse between uses
+    std::span<const float> own_params;  ///< this rank's slice of the parameters (ZeRO-3)
+    std::span<float> grad_slice;        ///< this rank's slice of the reduced gradient
+  };
+  /// `slice`: the values per rank; `errors` receives the first failed collective (the hooks
+  /// cannot return one; the caller checks it after each pass call).
+  ShardedUnits(ProcessGroup& data, int64_t slice, bool shard_parameters, bool shard_gradients,
+               Buffers buffers, Diagnostics* errors);
+
+  /// The hooks of a chunk whose parameters start at `offset` in the flat buffers. Keeps
+  /// references to this object and `chunk`.
+  ParamUnits hooks(const Transformer<float>& chunk, int64_t offset);
+
+  /// How many values of [a, b) each rank's slice holds (they add up to b - a).
+  std::vector<int64_t> counts(int64_t a, int64_t b) const;
+
+ private:
+  void gather(int64_t a, int64_t b);
+  void reduce(int64_t a, int64_t b);
+
+  ProcessGroup& data_;
+  int64_t slice_;
+  bool shard_parameters_, shard_gradients_;
+  Buffers buf_;
+  Diagnostics* errors_;
+  std::vector<float> part_;  // this rank's reduced part of a unit's gradient
+};
+
+}  // namespace parallax::exec
