@@ -117,11 +117,23 @@ double ComputeCost::gemm_efficiency(const GemmShape& s, Precision p, CostSource*
   const bool hit = has_table;
   *src = hit ? CostSource::kOutsideTable : CostSource::kAnalytical;
   const double base = p == Precision::kFp8 ? hw_.fp8_gemm_efficiency : hw_.gemm_efficiency;
-  const double u = std::max(
-      tile_wave_utilisation(s.m, s.n, s.batch, hw_.gemm_tile_m, hw_.gemm_tile_n, hw_.sm_count),
-      tile_wave_utilisation(s.m, s.n, s.batch, hw_.gemm_tile_n, hw_.gemm_tile_m, hw_.sm_count));
-  const double u_k = static_cast<double>(s.k) / static_cast<double>(s.k + hw_.gemm_k_overhead);
-  return base * u * u_k;
+  // Split-K: a GEMM with fewer output tiles than SMs (the skinny GEMMs of decoding) has its K
+  // cut into `split` parts run as separate tiles and summed (cuBLAS's split-K and stream-K
+  // kernels), each part paying its own fill and epilogue: the best power-of-two split up to
+  // the one that fills the SMs.
+  double best = 0;
+  for (const bool swap : {false, true}) {
+    const int tm = swap ? hw_.gemm_tile_n : hw_.gemm_tile_m,
+              tn = swap ? hw_.gemm_tile_m : hw_.gemm_tile_n;
+    const int64_t tiles = ceil_div(s.m, tm) * ceil_div(s.n, tn) * s.batch;
+    for (int64_t split = 1; split == 1 || tiles * split <= hw_.sm_count; split *= 2) {
+      const double k = static_cast<double>(s.k) / static_cast<double>(split);
+      if (split > 1 && k < hw_.gemm_k_overhead) break;
+      const double u = tile_wave_utilisation(s.m, s.n, s.batch * split, tm, tn, hw_.sm_count);
+      best = std::max(best, u * k / (k + hw_.gemm_k_overhead));
+    }
+  }
+  return base * best;
 }
 
 KernelTime ComputeCost::gemm(const GemmShape& s, Precision p) const {

@@ -54,10 +54,12 @@ class ComputeCost {
   ///   u_tile = mn / (ceil(m/tm) tm ceil(n/tn) tn),  u_wave = T / (ceil(T/SMs) SMs),
   ///   T = ceil(m/tm) ceil(n/tn) tiles per problem times `batch`; times u_k = k / (k + k0), the
   ///   share of a tile's time in its K mainloop (k0: pipeline fill and epilogue, from the
-  ///   profile), which penalises the short-K GEMMs of small models. The better of the two tile
-  ///   orientations is taken, as library heuristics do (NVIDIA, "Matrix Multiplication
-  ///   Background User's Guide", 2023). In fp8 only the math runs at the fp8 rate; the casts
-  ///   are priced by fp8_casts.
+  ///   profile), which penalises the short-K GEMMs of small models. When T is below the SM
+  ///   count, K may be split into `split` (a power of two, T split <= SMs, k / split >= k0)
+  ///   parts run as T split tiles of k / split each (split-K / stream-K kernels for the skinny
+  ///   GEMMs of decoding). The best orientation and split are taken, as library heuristics do
+  ///   (NVIDIA, "Matrix Multiplication Background User's Guide", 2023). In fp8 only the math
+  ///   runs at the fp8 rate; the casts are priced by fp8_casts.
   /// With a measured GEMM table (profile gemm_samples of that precision) the efficiency is the
   /// measured TFLOP/s over the peak, interpolated (measured_gemm_tflops); outside the table the
   /// formula above answers, and the source says kOutsideTable.

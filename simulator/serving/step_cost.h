@@ -1,0 +1,109 @@
+#pragma once
+/// The cost of one serving engine step and the KV-cache budget of a deployment, from the same
+/// compute and collective cost functions the training simulator uses (simulator/cost): no
+/// formula of a kernel or a collective is repeated here, only which kernels an inference
+/// forward pass runs and on how many tokens.
+///
+/// A deployment is `dp` independent replicas (engines), each tp x pp GPUs; within a replica the
+/// attention and dense MLPs are tensor-parallel (Megatron/vLLM column and row splits, one
+/// all-reduce after each), the routed experts are tensor-parallel too (ep = 1) or spread over ep
+/// of the tp ranks (vLLM's --enable-expert-parallel within one instance), and the layers are
+/// split into pp stages.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/hw_profile.h"
+#include "core/model_spec.h"
+#include "core/result.h"
+#include "simulator/cost/collective_cost.h"
+#include "simulator/cost/compute_cost.h"
+
+namespace parallax::serving {
+
+/// Layout and engine settings of a serving deployment (vLLM's names in comments).
+struct Deployment {
+  int tp = 1;  ///< --tensor-parallel-size
+  int pp = 1;  ///< --pipeline-parallel-size
+  int dp = 1;  ///< independent replicas (--data-parallel-size of a dense model)
+  int ep = 1;  ///< expert-parallel ranks inside a replica (must divide tp); 1: experts split by tp
+  Precision precision = Precision::kBf16;  ///< weights and GEMMs; the KV cache is bf16
+  double gpu_memory_utilization = 0.9;     ///< --gpu-memory-utilization
+  int block_size = 16;                     ///< KV-cache block, tokens (--block-size)
+  int64_t max_num_seqs = 256;              ///< --max-num-seqs
+  int64_t max_num_batched_tokens = 8192;   ///< --max-num-batched-tokens
+  int gpus() const { return tp * pp * dp; }
+};
+
+/// Every problem of `d` for `m` on `gpus` GPUs (0: not checked): degrees not dividing heads,
+/// KV heads, MLP widths or experts; ep not dividing tp; gpus != tp * pp * dp; settings out of
+/// range. Fields are named by their flags.
+Diagnostics check_deployment(const ModelSpec& m, const Deployment& d, int gpus);
+
+/// Memory of the busiest GPU of a replica, as vLLM sizes its KV cache: the usable HBM
+/// (capacity x gpu_memory_utilization) minus the weights, the peak activations of a profiling
+/// forward pass of max_num_batched_tokens tokens, and the runtime's reservation; what is left
+/// holds `blocks` KV blocks.
+struct KvBudget {
+  double usable_gib = 0, weights_gib = 0, activation_gib = 0, reserved_gib = 0, kv_gib = 0;
+  /// KV-cache bytes one token takes on that GPU over all its layers.
+  double kv_bytes_per_token = 0;
+  int64_t blocks = 0;  ///< KV blocks of block_size tokens; 0 when nothing is left
+  int block_size = 16;
+  int64_t tokens() const;  ///< blocks * block_size
+};
+
+/// The budget, or an error when the weights and activations leave no room for the KV cache.
+Result<KvBudget> kv_budget(const ModelSpec& m, const HwProfile& hw, const Deployment& d);
+
+/// KV-cache bytes per token per layer on one GPU: K and V of its KV heads (a head is
+/// replicated when tp exceeds the KV heads), or MLA's latent and rotary key, which every
+/// tensor-parallel rank keeps whole.
+double kv_bytes_per_token_layer(const ModelSpec& m, int tp);
+
+/// What one engine step runs: the new tokens of each prefill chunk with the context before it,
+/// and the decoding sequences' contexts. Every sequence that completes its prompt or decodes
+/// samples one token.
+struct StepShape {
+  struct Chunk {
+    int64_t new_tokens = 0, context = 0;
+  };
+  std::vector<Chunk> prefills;
+  int64_t decodes = 0;        ///< sequences decoding one token each
+  double decode_context = 0;  ///< sum over them of the tokens already in their KV cache
+  int64_t sampled = 0;        ///< sequences that sample a token this step
+  int64_t tokens() const;     ///< prefill tokens + decodes
+};
+
+/// One step of one replica, in seconds.
+class StepCost {
+ public:
+  StepCost(const ModelSpec& m, const HwProfile& hw, const Deployment& d);
+
+  /// The step's time: every pipeline stage's forward over the step's tokens one after the
+  /// other with the activations sent between stages (one batch in flight, as an engine without
+  /// virtual pipeline engines runs), plus sampling on the last stage.
+  double time_s(const StepShape& s) const;
+
+  /// The parts of it (for reports and tests): the layers' GEMMs, attention, memory-bound
+  /// kernels, communication, and the output layer with sampling.
+  struct Parts {
+    double gemm_s = 0, attention_s = 0, memory_s = 0, comm_s = 0, head_s = 0;
+    double total() const { return gemm_s + attention_s + memory_s + comm_s + head_s; }
+  };
+  Parts parts(const StepShape& s) const;
+
+ private:
+  void layer(const StepShape& s, bool moe, Parts* p) const;
+  void attention(const StepShape& s, Parts* p) const;
+  double gemm(double m, double k, double n, double batch = 1) const;
+
+  const ModelSpec& m_;
+  Deployment d_;
+  ComputeCost compute_;
+  CollectiveCost comm_;
+  GroupShape tp_shape_, pp_pair_;
+  int dense_layers_ = 0, moe_layers_ = 0;  ///< of the whole model (all stages run in turn)
+};
+
+}  // namespace parallax::serving

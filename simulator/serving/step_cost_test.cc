@@ -1,0 +1,135 @@
+#include "simulator/serving/step_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "core/json_io.h"
+#include "core/model_zoo.h"
+#include "core/units.h"
+
+namespace parallax::serving {
+namespace {
+
+ModelSpec zoo(const char* name) { return find_zoo_model(name, "t").value(); }
+HwProfile h100() { return find_profile(builtin_profiles().value(), "h100-sxm-80gb", "t").value(); }
+
+StepShape decode_step(int64_t batch, int64_t context) {
+  StepShape s;
+  s.decodes = batch;
+  s.decode_context = static_cast<double>(batch * context);
+  s.sampled = batch;
+  return s;
+}
+
+// Batch-1 decode is a weight read: every parameter of the model crosses HBM once per token,
+// t >= P * 2 bytes / (bandwidth * efficiency); the kernels' launch overheads and the small KV
+// read add a little on top (Llama-3.1 8B: 16 GB of bf16 weights, 5.3 ms at the H100's
+// streaming bandwidth; vLLM measures about 6.5-7 ms a token there).
+TEST(StepCost, BatchOneDecodeIsTheWeightRead) {
+  const ModelSpec m = zoo("llama3.1-8b");
+  const HwProfile hw = h100();
+  const StepCost cost(m, hw, Deployment{});
+  const double params = count_params(m).total();
+  const double roofline = params * kBf16Bytes / (hw.hbm_bw_gbps * kGB * hw.hbm_efficiency);
+  const double t = cost.time_s(decode_step(1, 1024));
+  EXPECT_GT(t, roofline);
+  EXPECT_LT(t, 1.5 * roofline) << "roofline " << roofline;
+  // Sixteen sequences read the same weights: far less than sixteen times the time.
+  EXPECT_LT(cost.time_s(decode_step(16, 1024)), 1.5 * t);
+}
+
+// A long prefill is compute: 2 P FLOPs per token for the GEMMs plus causal attention,
+// 2 * 2 * layers * hidden * s^2 / 2, at the GEMM efficiency of the part at most.
+TEST(StepCost, LongPrefillIsBoundByTheTensorCores) {
+  const ModelSpec m = zoo("llama3.1-8b");
+  const HwProfile hw = h100();
+  const StepCost cost(m, hw, Deployment{});
+  StepShape s;
+  const int64_t n = 8192;
+  s.prefills.push_back({n, 0});
+  s.sampled = 1;
+  const double flops = 2.0 * (count_params(m).total() - count_params(m).embedding) * n +
+                       2.0 * m.layers * m.hidden * static_cast<double>(n) * n;
+  const double ideal = flops / (hw.bf16_tflops * 1e12 * hw.gemm_efficiency);
+  const double t = cost.time_s(s);
+  EXPECT_GT(t, 0.95 * ideal);
+  EXPECT_LT(t, 1.5 * ideal) << "ideal " << ideal;
+  // A chunk after 4096 tokens of context costs more than the same chunk alone.
+  StepShape late, early;
+  late.prefills.push_back({2048, 4096});
+  early.prefills.push_back({2048, 0});
+  EXPECT_GT(cost.parts(late).attention_s, 2.0 * cost.parts(early).attention_s);
+  EXPECT_NEAR(cost.parts(late).gemm_s, cost.parts(early).gemm_s, 1e-12);
+}
+
+TEST(StepCost, TensorParallelismSplitsTheWeightReadAndAddsAllReduces) {
+  const ModelSpec m = zoo("llama3.1-70b");
+  const HwProfile hw = h100();
+  Deployment tp4, tp8;
+  tp4.tp = 4;
+  tp8.tp = 8;
+  const StepShape s = decode_step(32, 2048);
+  const StepCost::Parts a = StepCost(m, hw, tp4).parts(s), b = StepCost(m, hw, tp8).parts(s);
+  EXPECT_LT(b.total(), a.total());
+  EXPECT_GT(b.total(), 0.5 * a.total());
+  EXPECT_NEAR(b.gemm_s / a.gemm_s, 0.5, 0.1);
+  EXPECT_GT(b.comm_s, 0);
+}
+
+// KV bytes per token and layer: K and V of the rank's KV heads in bf16. Llama-3.1 70B has 8 KV
+// heads of 128: 4096 bytes whole, 512 at tp 8, and still 512 at tp 16 (a head is replicated,
+// not split). DeepSeek-V3's MLA keeps a 512-wide latent and a 64-wide rotary key on every rank.
+TEST(KvBudget, BytesPerTokenFollowTheAttentionKind) {
+  const ModelSpec llama = zoo("llama3.1-70b");
+  EXPECT_EQ(kv_bytes_per_token_layer(llama, 1), 4096.0);
+  EXPECT_EQ(kv_bytes_per_token_layer(llama, 8), 512.0);
+  EXPECT_EQ(kv_bytes_per_token_layer(llama, 16), 512.0);
+  const ModelSpec ds = zoo("deepseek-v3");
+  EXPECT_EQ(kv_bytes_per_token_layer(ds, 1), 1152.0);
+  EXPECT_EQ(kv_bytes_per_token_layer(ds, 8), 1152.0);
+}
+
+TEST(KvBudget, WhatTheWeightsLeaveHoldsTheCache) {
+  const ModelSpec m = zoo("llama3.1-70b");
+  const HwProfile hw = h100();
+  Deployment d;
+  d.tp = 8;
+  const KvBudget b = kv_budget(m, hw, d).value();
+  // 70.6B bf16 parameters over 8 GPUs: 16.4 GiB each.
+  EXPECT_NEAR(b.weights_gib, count_params(m).total() * 2 / 8 / kGiB, 0.3);
+  EXPECT_NEAR(b.usable_gib, hw.hbm_gib * 0.9, 1e-9);
+  EXPECT_NEAR(b.kv_gib, b.usable_gib - b.weights_gib - b.activation_gib - b.reserved_gib, 1e-9);
+  EXPECT_EQ(b.kv_bytes_per_token, 512.0 * 80);
+  EXPECT_EQ(b.tokens(), b.blocks * 16);
+  EXPECT_GT(b.tokens(), 800000);  // about 1.2M tokens of context on 8 H100s
+  // A lower memory fraction leaves less, by exactly the HBM it gives up.
+  Deployment low = d;
+  low.gpu_memory_utilization = 0.8;
+  EXPECT_NEAR(kv_budget(m, hw, low).value().kv_gib, b.kv_gib - 0.1 * hw.hbm_gib, 1e-9);
+}
+
+TEST(KvBudget, AModelThatDoesNotFitSaysWhy) {
+  const auto r = kv_budget(zoo("llama3.1-405b"), h100(), Deployment{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.errors()[0].what.find("does not fit"), std::string::npos) << r.errors()[0].what;
+}
+
+TEST(Deployment, BadLayoutsAreNamed) {
+  const ModelSpec m = zoo("llama3.1-70b");
+  Deployment d;
+  d.tp = 3;
+  d.dp = 2;
+  const Diagnostics e = check_deployment(m, d, 8);
+  ASSERT_GE(e.size(), 2u);
+  EXPECT_EQ(e[0].where, "--gpus");
+  EXPECT_EQ(e[1].where, "--tp");
+  d = Deployment{};
+  d.ep = 2;
+  d.tp = 2;
+  EXPECT_EQ(check_deployment(m, d, 2).at(0).where, "--ep");
+  EXPECT_TRUE(check_deployment(zoo("mixtral-8x7b"), d, 2).empty());
+  d.max_num_batched_tokens = 16;
+  EXPECT_EQ(check_deployment(zoo("mixtral-8x7b"), d, 2).at(0).where, "--max-num-batched-tokens");
+}
+
+}  // namespace
+}  // namespace parallax::serving
