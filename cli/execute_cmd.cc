@@ -213,10 +213,13 @@ int run_generate(const Opts& o, const ResolvedRun& run, const exec::ModelShape& 
 }
 
 int run(const Opts& o) {
-  if (o.backend != "cpu") {
-    return report_errors({Diagnostic{"--backend", "the " + o.backend + " executor is not built yet",
+  if (o.backend != "cpu" && o.backend != "cuda")
+    return report_errors(
+        {Diagnostic{"--backend", "unknown backend " + o.backend, "--backend cpu or cuda"}});
+  const bool gpu = o.backend == "cuda";
+  if (gpu && o.mode == "generate")
+    return report_errors({Diagnostic{"--backend", "generation on the CUDA backend is not built yet",
                                      "--backend cpu"}});
-  }
   if (o.layout.model.empty() && o.layout.scenario.empty())
     return report_errors({Diagnostic{"--model", "execute needs a model (--model or --plan)",
                                      "a small JSON model, e.g. examples/tiny-llama.json"}});
@@ -301,6 +304,11 @@ int run(const Opts& o) {
   if (o.save_every < 0)
     bad.push_back({"--save-every", "must be 0 or more, got " + std::to_string(o.save_every), ""});
   if (!bad.empty()) return fail(bad);
+  if (gpu && plan.gpus() > 1)
+    return fail({Diagnostic{"--backend",
+                            "the CUDA backend runs one GPU; this plan has " +
+                                std::to_string(plan.gpus()) + " ranks (tp*pp*dp*cp)",
+                            "--backend cpu under mpirun for a parallel layout"}});
   if (plan.gpus() != group->size())
     return fail(
         {Diagnostic{"--gpus",
@@ -346,20 +354,25 @@ int run(const Opts& o) {
   if (rank0 && table)
     std::printf(
         "executing %s (%.2fM parameters) on %d rank%s: tp%d pp%d cp%d dp%d%s%s, mbs %d, gbs "
-        "%lld x %lld tokens, zero %d\n",
+        "%lld x %lld tokens, zero %d%s\n",
         resolved->model.name.c_str(), probe.num_params() / 1e6, group->size(),
         group->size() == 1 ? "" : "s", plan.tp, plan.pp, plan.cp, plan.dp,
         plan.vpp > 1 ? (" vpp" + std::to_string(plan.vpp)).c_str() : "",
         t.sequence_parallel && plan.tp > 1 ? " sp" : "", plan.micro_batch,
         static_cast<long long>(plan.global_batch), static_cast<long long>(plan.seq_len),
-        plan.zero_stage);
-  auto result = exec::train(*shape, data, t, *group, [&](const exec::StepRecord& r) {
+        plan.zero_stage, gpu ? ", backend cuda (one GPU)" : "");
+  const auto print_step = [&](const exec::StepRecord& r) {
     if (rank0 && table)
       std::printf("  step %4lld  loss %.4f  grad-norm %.3f  %.3f s  %.0f tokens/s  peak %.3f GiB\n",
                   static_cast<long long>(r.step), r.loss, r.grad_norm, r.time_s, r.tokens_per_s,
                   r.peak_memory_gib);
     std::fflush(stdout);
-  });
+  };
+  if (gpu && group->size() > 1)
+    return fail({Diagnostic{"--backend", "the CUDA backend runs one GPU in one process",
+                            "launch without mpirun"}});
+  auto result = gpu ? exec::train_on_gpu(*shape, data, t, print_step)
+                    : exec::train(*shape, data, t, *group, print_step);
   if (!result) return fail(result.errors());
   if (!rank0) return 0;
   if (table && result->resumed_from > 0)
@@ -389,6 +402,7 @@ int run(const Opts& o) {
                   predicted->peak_memory_gib);
   } else {
     Json j = {{"model", resolved->model.name},
+              {"backend", o.backend},
               {"params", result->params},
               {"ranks", group->size()},
               {"step_time_s", result->median_step_time_s},
@@ -425,7 +439,9 @@ void add_execute_command(CLI::App& app, int* exit_code) {
       "execute",
       "Train the plan's model for real on CPU ranks (one MPI process per rank) and measure it");
   add_layout_flags(cmd, &o->layout);
-  cmd->add_option("--backend", o->backend, "cpu (Eigen, MPI)")
+  cmd->add_option("--backend", o->backend,
+                  "cpu (Eigen, one MPI process per rank) or cuda (one GPU: cuBLAS and our "
+                  "kernels, fp32; dense models, no parallelism yet)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--steps", o->steps, "optimizer steps to run (default 10)");
   cmd->add_option("--seed", o->seed, "initialisation and synthetic-data seed (default 1234)");

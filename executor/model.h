@@ -63,6 +63,10 @@ struct TensorSlot {
   int64_t size() const { return rows * cols; }
 };
 
+/// Whether AdamW's weight decay applies to the tensor: to matrices, not to norm weights (the
+/// one rule of every backend's optimizer).
+inline bool decays(const TensorSlot& s) { return !s.name.ends_with("norm"); }
+
 /// Megatron-style tensor parallelism of the blocks: rank `rank` of `size` holds heads/size query
 /// heads and kv_heads/size KV heads (the column blocks of wq, wk, wv and the row block of wo) and
 /// ffn_hidden/size of the MLP (column blocks of w_gate, w_up; row block of w_down). Embedding,

@@ -29,9 +29,6 @@
 namespace parallax::exec {
 namespace {
 
-/// Norm weights are not decayed.
-bool decays(const TensorSlot& s) { return !s.name.ends_with("norm"); }
-
 /// A tensor's class for the gradient norm: 0 sharded over tp, 1 replicated over tp (counted
 /// once), 3 and 4 the same for routed-expert tensors.
 uint8_t norm_class_of(const TensorSlot& s) {
@@ -47,8 +44,14 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int world) {
+Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int world,
+                           const TokenSource* data) {
   Diagnostics d;
+  if (data != nullptr && data->vocab() > shape.vocab)
+    d.push_back({"--data",
+                 "the data's vocabulary (" + std::to_string(data->vocab()) +
+                     ") is larger than the model's (" + std::to_string(shape.vocab) + ")",
+                 "byte-level text needs vocab >= 256"});
   if (o.tp < 1 || o.pp < 1 || o.cp < 1 || o.vpp < 1 || world % (o.tp * o.pp * o.cp) != 0) {
     d.push_back({"--tp",
                  "tp=" + std::to_string(o.tp) + " times pp=" + std::to_string(o.pp) + " times cp=" +
@@ -160,12 +163,7 @@ void inject_fault(const char* where, int64_t step, int rank) {
 Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& o,
                           ProcessGroup& group,
                           const std::function<void(const StepRecord&)>& on_step) {
-  Diagnostics bad = check_training(shape, o, group.size());
-  if (data.vocab() > shape.vocab)
-    bad.push_back({"--data",
-                   "the data's vocabulary (" + std::to_string(data.vocab()) +
-                       ") is larger than the model's (" + std::to_string(shape.vocab) + ")",
-                   "byte-level text needs vocab >= 256"});
+  Diagnostics bad = check_training(shape, o, group.size(), &data);
   if (!bad.empty()) return bad;
   auto groups = split_groups(group, o.tp, o.cp, o.pp);
   if (!groups) return groups.errors();
@@ -651,13 +649,17 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     }
   }
   if (Diagnostics d = finish_pending(); !d.empty()) return d;
-  std::vector<double> times;
-  for (size_t i = result.steps.size() > 1 ? 1 : 0; i < result.steps.size(); ++i)
-    times.push_back(result.steps[i].time_s);
-  result.median_step_time_s = median(times);
-  result.tokens_per_s = result.median_step_time_s > 0 ? step_tokens / result.median_step_time_s : 0;
-  result.peak_memory_gib = result.steps.empty() ? 0 : result.steps.back().peak_memory_gib;
+  summarise_steps(&result, step_tokens);
   return result;
+}
+
+void summarise_steps(TrainResult* r, double step_tokens) {
+  std::vector<double> times;
+  for (size_t i = r->steps.size() > 1 ? 1 : 0; i < r->steps.size(); ++i)
+    times.push_back(r->steps[i].time_s);
+  r->median_step_time_s = median(times);
+  r->tokens_per_s = r->median_step_time_s > 0 ? step_tokens / r->median_step_time_s : 0;
+  r->peak_memory_gib = r->steps.empty() ? 0 : r->steps.back().peak_memory_gib;
 }
 
 }  // namespace parallax::exec

@@ -84,8 +84,10 @@ struct TrainResult {
 
 /// Every problem of the options for this model on `world` ranks (train checks them again; a
 /// command line checks them before it launches anything): degrees dividing the ranks, heads,
-/// layers, sequence, experts and batch; what is not executed yet.
-Diagnostics check_training(const ModelShape& shape, const TrainOptions& options, int world);
+/// layers, sequence, experts and batch; what is not executed yet; with `data`, a vocabulary
+/// the model can embed.
+Diagnostics check_training(const ModelShape& shape, const TrainOptions& options, int world,
+                           const TokenSource* data = nullptr);
 
 /// Validates the options against the group (tp dividing the group size, kv_heads and ffn_hidden;
 /// gbs divisible by dp * micro_batch, ...), then trains.
@@ -93,6 +95,18 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& options,
 Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& opt,
                           ProcessGroup& group,
                           const std::function<void(const StepRecord&)>& on_step = {});
+
+/// The same loop on one GPU (executor/cuda): the CPU trainer's data order, loss and step
+/// records, one rank, no parallelism, ZeRO or checkpoints yet (refused with the reason). Peak
+/// memory is the device memory the trainer allocated. Fails with a diagnostic in a build
+/// without CUDA or on a machine without a GPU.
+Result<TrainResult> train_on_gpu(const ModelShape& shape, const TokenSource& data,
+                                 const TrainOptions& opt,
+                                 const std::function<void(const StepRecord&)>& on_step = {});
+
+/// Fills a result's median step time (over the steps after the first, a warm-up), tokens/s at
+/// it, and peak memory, from its steps.
+void summarise_steps(TrainResult* r, double step_tokens);
 
 /// Peak resident memory of this process so far (VmHWM), in GiB; 0 where unknown.
 double peak_resident_gib();

@@ -189,6 +189,28 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   ExpectLosses(losses_of(t1.out), 4, tied + " --gpus 4 --pp 2 --tp 2 --sp 1");
 }
 
+// The CUDA backend trains the same curve as one CPU rank where a GPU is present, and says why
+// not where none is (or the build has no CUDA); a parallel layout is refused, not launched.
+TEST(ExecuteCli, CudaBackendMatchesTheCpuOrSaysWhyNot) {
+  ScratchDir dir;
+  const std::string args = "execute --model " + Quote(tiny_model(dir)) +
+                           " --gbs 4 --mbs 2 --seq 32 --steps 20 --lr 3e-3 --format json";
+  const CliRun gpu = Parallax(args + " --backend cuda", Streams::kBoth);
+  if (gpu.exit_code != 0) {
+    EXPECT_EQ(gpu.exit_code, 2) << gpu;
+    EXPECT_TRUE(Has(gpu, "cuda: ") || Has(gpu, "built without CUDA")) << gpu;
+  } else {
+    const CliRun cpu = Parallax(args, Streams::kStdoutOnly);
+    ASSERT_EQ(cpu.exit_code, 0) << cpu;
+    const std::vector<double> a = losses_of(cpu.out), b = losses_of(gpu.out);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
+  }
+  const CliRun tp = Parallax(args + " --backend cuda --gpus 2 --tp 2", Streams::kBoth);
+  EXPECT_EQ(tp.exit_code, 2) << tp;
+  EXPECT_TRUE(Has(tp, "the CUDA backend runs one GPU")) << tp;
+}
+
 // A rank that stops answering does not hang the job: after --timeout the group's first rank
 // names it (or, when the first rank is the stuck one, the others name it) and the job ends.
 TEST(ExecuteCli, AStuckRankIsNamedInsteadOfHanging) {
