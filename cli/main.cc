@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
       "  parallax validate ../shared/validation/public-training.jsonl\n"
       "  mpirun -np 2 parallax calibrate --out cpu.json\n"
       "  mpirun -np 2 parallax execute --model examples/tiny-llama.json --steps 20\n"
+      "  parallax serve --model llama3.1-70b --cluster h100-sxm-80gb --gpus 8 --tp 8 --rate 4\n"
       "  parallax models\n"
       "  parallax profiles h100-sxm-80gb");
   int exit_code = 0;
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   parallax::cli::add_launch_command(app, &exit_code);
   parallax::cli::add_calibrate_command(app, &exit_code);
   parallax::cli::add_execute_command(app, &exit_code);
+  parallax::cli::add_serve_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -66,6 +66,19 @@ double CollectiveCost::flat(CollectiveOp op, double bytes, int n, LinkClass link
   return 0;
 }
 
+CollectiveTime CollectiveCost::engine_all_reduce(double bytes, const GroupShape& g) const {
+  CollectiveTime t = time(CollectiveOp::kAllReduce, bytes, g);
+  if (g.size <= 1 || g.crosses_domains() || bytes <= 0) return t;
+  const double bw = hw_.scale_up_bw_gbps * hw_.scale_up_efficiency * kGB;
+  const double one_shot =
+      2 * hw_.scale_up_latency_us * kUs + static_cast<double>(g.size - 1) * bytes / bw;
+  if (bw > 0 && one_shot < t.time_s) {
+    t.time_s = one_shot;
+    t.bus_bytes = static_cast<double>(g.size - 1) * bytes;
+  }
+  return t;
+}
+
 double CollectiveCost::overlap_slowdown() const {
   return hw_.sm_count > 0 ? std::min(1.0, static_cast<double>(hw_.comm_sms) / hw_.sm_count) : 0.0;
 }

@@ -35,6 +35,14 @@ class CollectiveCost {
   /// (n-k)/n share of its data.
   CollectiveTime time(CollectiveOp op, double bytes, const GroupShape& g) const;
 
+  /// An all-reduce as inference engines run it (vLLM's and TensorRT-LLM's custom all-reduce):
+  /// inside one scale-up domain, besides NCCL's algorithms (time()), a one-shot exchange in
+  /// which every rank reads each peer's buffer over the fabric and sums, with two barriers:
+  ///   t = 2 a + (n-1) S / B,
+  /// taken when it is faster (small messages: it pays no ring or tree latency). Across domains,
+  /// time(kAllReduce).
+  CollectiveTime engine_all_reduce(double bytes, const GroupShape& g) const;
+
   /// Bandwidth (GB/s) achieved by `op` within one link class: from the measured table (the
   /// nearest group size of that op and link class, interpolated in log(bytes) between the two
   /// sizes around `bytes`) when the table's sizes bracket `bytes`; else nominal times

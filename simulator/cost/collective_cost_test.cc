@@ -58,6 +58,23 @@ TEST(CollectiveCost, AllReduceLatencyIsTheRingsCappedByATree) {
   }
 }
 
+// Inference engines' all-reduce: a one-shot exchange, t = 2 a + (n-1) S / B, where it beats
+// NCCL's ring or tree (small messages); NCCL's time otherwise and across domains.
+TEST(CollectiveCost, EngineAllReduceIsOneShotForSmallMessages) {
+  HwProfile hw = round_profile();
+  hw.scale_up_latency_us = 5;
+  const double a = 5 * kUs;
+  const CollectiveCost cost(hw);
+  const double small = 64 * 1024;  // 8 ranks: 10 us + 7 * 64 KiB / 100 GB/s = 14.6 us
+  expect_rel(cost.engine_all_reduce(small, in_domain(8)).time_s, 2 * a + 7 * small / kUpBps);
+  EXPECT_LT(cost.engine_all_reduce(small, in_domain(8)).time_s,
+            cost.time(CollectiveOp::kAllReduce, small, in_domain(8)).time_s);
+  expect_rel(cost.engine_all_reduce(kS, in_domain(8)).time_s,
+             cost.time(CollectiveOp::kAllReduce, kS, in_domain(8)).time_s);
+  expect_rel(cost.engine_all_reduce(small, across(8, 2)).time_s,
+             cost.time(CollectiveOp::kAllReduce, small, across(8, 2)).time_s);
+}
+
 TEST(CollectiveCost, AllGatherAndReduceScatterInsideADomain) {
   const HwProfile hw = round_profile();
   const CollectiveCost cost(hw);

@@ -198,6 +198,17 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
   return t;
 }
 
+KernelTime ComputeCost::decode_attention(double kv_tokens, int64_t q_heads, int64_t d_qk,
+                                         int64_t d_v, double kv_bytes_per_token,
+                                         Precision p) const {
+  KernelTime t = memory_bound(kv_tokens * kv_bytes_per_token);
+  t.flops = 2.0 * static_cast<double>(q_heads) * kv_tokens * static_cast<double>(d_qk + d_v);
+  const double compute_s = t.flops / (hw_.peak_tflops(p) * kTera * hw_.attention_fwd_efficiency) +
+                           hw_.kernel_overhead_us * kUs;
+  t.time_s = std::max(t.time_s, compute_s);
+  return t;
+}
+
 KernelTime ComputeCost::memory_bound(double bytes, double flops) const {
   KernelTime t;
   t.bytes = bytes;

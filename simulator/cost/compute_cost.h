@@ -85,6 +85,16 @@ class ComputeCost {
   KernelTime attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
                        bool causal, bool backward, Precision p = Precision::kBf16) const;
 
+  /// Decode attention (FlashDecoding-style): sequences with one new query token each against
+  /// `kv_tokens` cached tokens in all, `q_heads` query heads reading a cache of
+  /// `kv_bytes_per_token` a token (the heads of a GQA group, or all heads of MLA, share it): the
+  /// cache is read once, and the math runs at the flash-attention forward efficiency:
+  ///   t = max(read, 2 q_heads kv_tokens (d_qk + d_v) / (peak eff_fwd)) + overhead,
+  /// read = memory_bound(kv_tokens * kv_bytes_per_token) (measured when the profile has a
+  /// memory table).
+  KernelTime decode_attention(double kv_tokens, int64_t q_heads, int64_t d_qk, int64_t d_v,
+                              double kv_bytes_per_token, Precision p = Precision::kBf16) const;
+
   /// A memory-bound kernel moving `bytes` through HBM: bytes / (bw * eff) + overhead. With a
   /// measured memory table (profile memory_samples), the bandwidth the measured kernels achieved
   /// at that size, interpolated in log(bytes) for each kernel whose sizes bracket it and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "core/rank_map.h"
 #include "core/text.h"
@@ -190,18 +191,19 @@ StepCost::Parts StepCost::parts(const StepShape& s) const {
   const double t = static_cast<double>(s.tokens());
   if (t <= 0) return p;
   const double ab = act_bytes(d_.precision), h = static_cast<double>(m_.hidden);
-  for (int i = 0; i < dense_layers_; ++i) layer(s, false, &p);
-  if (moe_layers_ > 0) {
+  // Every dense layer costs the same, and every MoE layer: each kind is priced once.
+  for (const auto& [moe, count] : {std::pair{false, dense_layers_}, std::pair{true, moe_layers_}}) {
+    if (count == 0) continue;
     Parts one;
-    layer(s, true, &one);
-    p.gemm_s += one.gemm_s * moe_layers_;
-    p.attention_s += one.attention_s * moe_layers_;
-    p.memory_s += one.memory_s * moe_layers_;
-    p.comm_s += one.comm_s * moe_layers_;
+    layer(s, moe, &one);
+    p.gemm_s += one.gemm_s * count;
+    p.attention_s += one.attention_s * count;
+    p.memory_s += one.memory_s * count;
+    p.comm_s += one.comm_s * count;
   }
   // Embedding lookup (vocab-parallel: its partial rows are all-reduced over tp).
   p.memory_s += compute_.memory_bound(2 * t * h * ab).time_s;
-  if (d_.tp > 1) p.comm_s += comm_.time(CollectiveOp::kAllReduce, t * h * ab, tp_shape_).time_s;
+  if (d_.tp > 1) p.comm_s += comm_.engine_all_reduce(t * h * ab, tp_shape_).time_s;
   // Activations between pipeline stages.
   if (d_.pp > 1)
     p.comm_s += (d_.pp - 1) * comm_.time(CollectiveOp::kSendRecv, t * h * ab, pp_pair_).time_s;
@@ -240,14 +242,14 @@ void StepCost::attention(const StepShape& s, Parts* p) const {
   // Decoding sequences read their whole KV cache once (the query heads of a group share it;
   // MLA's heads share the latent): memory-bound unless the math is the longer part.
   if (s.decodes > 0 && s.decode_context > 0) {
-    const double bytes = s.decode_context * kv_bytes_per_token_layer(m_, d_.tp);
-    const double read = compute_.memory_bound(bytes).time_s;
-    const int64_t avg = std::max<int64_t>(1, std::llround(s.decode_context / s.decodes));
-    const int64_t d_math = m_.mla ? m_.mla->kv_lora_rank : dqk;
-    const double math =
-        compute_.attention(qh * s.decodes, 1, avg, d_math, m_.mla ? d_math : dv, false, false, prec)
-            .time_s;
-    p->attention_s += std::max(read, math);
+    // MLA decodes in the latent space: each head's query meets the latent (and rotary key) of
+    // every cached token, and its output is formed there.
+    const int64_t d_k = m_.mla ? m_.mla->kv_lora_rank + m_.mla->qk_rope_head_dim : dqk;
+    const int64_t d_o = m_.mla ? m_.mla->kv_lora_rank : dv;
+    p->attention_s += compute_
+                          .decode_attention(s.decode_context, qh, d_k, d_o,
+                                            kv_bytes_per_token_layer(m_, d_.tp), prec)
+                          .time_s;
   }
 }
 
@@ -256,8 +258,7 @@ void StepCost::layer(const StepShape& s, bool moe, Parts* p) const {
   const double ab = act_bytes(d_.precision), h = static_cast<double>(m_.hidden), tp = d_.tp;
   const double qh = static_cast<double>(m_.heads) / tp;
   const double kvh = m_.mla ? qh : std::max(1.0, static_cast<double>(m_.kv_heads) / tp);
-  const double all_reduce =
-      d_.tp > 1 ? comm_.time(CollectiveOp::kAllReduce, t * h * ab, tp_shape_).time_s : 0;
+  const double all_reduce = d_.tp > 1 ? comm_.engine_all_reduce(t * h * ab, tp_shape_).time_s : 0;
   auto mem = [&](double bytes) { p->memory_s += compute_.memory_bound(bytes).time_s; };
   // Attention block: norm, projections, rotary, attention, output projection, all-reduce, add.
   mem(2 * t * h * ab);

@@ -75,6 +75,21 @@ TEST(StepCost, TensorParallelismSplitsTheWeightReadAndAddsAllReduces) {
   EXPECT_GT(b.comm_s, 0);
 }
 
+// Decoding reads each sequence's KV cache once per layer, whatever the query heads sharing it:
+// Llama-3.1 70B at tp 8 keeps 512 bytes a token and layer, so 256 sequences of 1500 tokens read
+// 197 MB a layer; the attention time is that read at the streaming bandwidth (the math, 8 query
+// heads a KV head, is far shorter).
+TEST(StepCost, DecodeAttentionReadsTheCacheOnce) {
+  const ModelSpec m = zoo("llama3.1-70b");
+  const HwProfile hw = h100();
+  Deployment d;
+  d.tp = 8;
+  const double read = 256.0 * 1500 * 512 / (hw.hbm_bw_gbps * kGB * hw.hbm_efficiency);
+  const double t = StepCost(m, hw, d).parts(decode_step(256, 1500)).attention_s / m.layers;
+  EXPECT_GT(t, read);
+  EXPECT_LT(t, read + 2 * hw.kernel_overhead_us * kUs);
+}
+
 // KV bytes per token and layer: K and V of the rank's KV heads in bf16. Llama-3.1 70B has 8 KV
 // heads of 128: 4096 bytes whole, 512 at tp 8, and still 512 at tp 16 (a head is replicated,
 // not split). DeepSeek-V3's MLA keeps a 512-wide latent and a 64-wide rotary key on every rank.

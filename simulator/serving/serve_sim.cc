@@ -1,0 +1,288 @@
+#include "simulator/serving/serve_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "core/text.h"
+
+namespace parallax::serving {
+namespace {
+
+/// Per-request clocks, indexed by the request's position in the input vector; -1 = not yet.
+struct Clock {
+  double first_scheduled = -1, first_token = -1, last_token = -1;
+  int64_t preemptions = 0;
+  int replica = 0;
+};
+
+struct Timeline {
+  std::vector<Clock> clock;
+  Runs itl;  ///< every inter-token gap, all requests
+  double kv_weighted = 0, kv_plain = 0, busy_s = 0, kv_max = 0;
+  int64_t iterations = 0;
+  std::vector<IterationRecord> records;
+
+  explicit Timeline(size_t n) : clock(n) {}
+};
+
+Diagnostics validate_inputs(const std::vector<Request>& requests, const ServeConfig& config,
+                            const SloSpec& slo) {
+  Diagnostics out = validate_scheduler_config(config.scheduler, "serve.scheduler");
+  if (config.replicas < 1) {
+    out.push_back({"serve.replicas", "must be >= 1, got " + std::to_string(config.replicas), ""});
+  }
+  if (!(slo.ttft_s >= 0) || !(slo.tpot_s >= 0)) {
+    out.push_back({"slo",
+                   "limits must be >= 0 seconds (0 = none), got ttft_s " +
+                       format_number("%g", slo.ttft_s) + ", tpot_s " +
+                       format_number("%g", slo.tpot_s),
+                   ""});
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    const std::string where =
+        "requests[" + std::to_string(i) + "] (id " + std::to_string(r.id) + ")";
+    if (!std::isfinite(r.arrival_s) || r.arrival_s < 0) {
+      out.push_back({where,
+                     "arrival_s: must be finite and >= 0, got " + format_number("%g", r.arrival_s),
+                     ""});
+    }
+    if (r.prompt_len < 1 || r.output_len < 1) {
+      out.push_back({where,
+                     "lengths: must be >= 1, got prompt_len " + std::to_string(r.prompt_len) +
+                         ", output_len " + std::to_string(r.output_len),
+                     ""});
+    }
+  }
+  if (!out.empty()) return out;
+  return check_requests_fit(requests, config.scheduler, "requests");
+}
+
+/// Stamps the step [t, end] on the clocks of the requests in `batch`.
+void record_tokens(const IterationBatch& batch, double t, double end, Timeline* tl) {
+  for (int64_t p : batch.preempted) ++tl->clock[static_cast<size_t>(p)].preemptions;
+  // Samplers whose previous token came at this step's start (the same double, stored as the
+  // last step's end) share one gap: one run for all of them.
+  int64_t steady = 0;
+  for (const ScheduledSeq& q : batch.seqs) {
+    Clock& c = tl->clock[static_cast<size_t>(q.request)];
+    if (c.first_scheduled < 0) c.first_scheduled = t;
+    if (!q.samples) continue;
+    if (c.first_token < 0) {
+      c.first_token = end;
+    } else if (c.last_token == t) {
+      ++steady;
+    } else {
+      tl->itl.push_back({end - c.last_token, 1});
+    }
+    c.last_token = end;
+  }
+  if (steady > 0) tl->itl.push_back({end - t, steady});
+}
+
+/// Runs one engine over `mine` (positions in `requests`, in arrival order).
+Result<bool> run_replica(int replica, const std::vector<size_t>& mine,
+                         const std::vector<Request>& requests, const ServeConfig& config,
+                         const IterationCost& cost, bool keep_iterations, Timeline* tl) {
+  Scheduler sched(config.scheduler);
+  const double blocks = static_cast<double>(config.scheduler.num_gpu_blocks);
+  size_t next = 0;
+  double t = 0;
+  while (true) {
+    for (; next < mine.size() && requests[mine[next]].arrival_s <= t; ++next) {
+      Request r = requests[mine[next]];
+      r.id = static_cast<int64_t>(mine[next]);  // the scheduler reports positions back
+      sched.add(r);
+      tl->clock[mine[next]].replica = replica;
+    }
+    if (!sched.has_work()) {
+      if (next == mine.size()) return true;
+      t = requests[mine[next]].arrival_s;
+      continue;
+    }
+    const IterationBatch& batch = sched.schedule();
+    const double dt = cost(batch);
+    if (!std::isfinite(dt) || dt < 0) {
+      return Diagnostic{"iteration cost",
+                        "must be finite and >= 0 seconds, got " + format_number("%g", dt) +
+                            " for a step of " + std::to_string(batch.num_seqs()) + " seqs (" +
+                            std::to_string(batch.prefill_tokens) + " prefill + " +
+                            std::to_string(batch.decode_tokens) + " decode tokens)",
+                        "replica " + std::to_string(replica) + " at t=" + format_number("%g", t)};
+    }
+    const double end = t + dt;
+    record_tokens(batch, t, end, tl);
+    const double util = static_cast<double>(sched.blocks_used()) / blocks;
+    tl->kv_weighted += util * dt;
+    tl->kv_plain += util;
+    tl->busy_s += dt;
+    tl->kv_max = std::max(tl->kv_max, util);
+    ++tl->iterations;
+    if (keep_iterations) {
+      tl->records.push_back({replica, t, dt, batch.prefill_tokens, batch.decode_tokens,
+                             batch.num_seqs(), sched.num_running(), sched.blocks_used()});
+    }
+    sched.update_from_output(nullptr);
+    t = end;
+  }
+}
+
+ServeResult aggregate(const std::vector<Request>& requests, const SloSpec& slo, Timeline& tl) {
+  ServeResult res;
+  const size_t n = requests.size();
+  std::vector<double> ttft, tpot, e2e, queue;
+  ttft.reserve(n);
+  e2e.reserve(n);
+  queue.reserve(n);
+  tpot.reserve(n);
+  double first_arrival = requests[0].arrival_s, last_finish = 0;
+  double output_tokens = 0, all_tokens = 0;
+  int64_t good = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Request& r = requests[i];
+    const Clock& c = tl.clock[i];
+    RequestRecord rec;
+    rec.id = r.id;
+    rec.replica = c.replica;
+    rec.prompt_len = r.prompt_len;
+    rec.output_len = r.output_len;
+    rec.arrival_s = r.arrival_s;
+    rec.first_scheduled_s = c.first_scheduled;
+    rec.first_token_s = c.first_token;
+    rec.finish_s = c.last_token;
+    rec.preemptions = c.preemptions;
+    ttft.push_back(rec.first_token_s - r.arrival_s);
+    e2e.push_back(rec.finish_s - r.arrival_s);
+    queue.push_back(rec.first_scheduled_s - r.arrival_s);
+    bool meets = slo.ttft_s <= 0 || ttft.back() <= slo.ttft_s;
+    if (r.output_len > 1) {
+      tpot.push_back((rec.finish_s - rec.first_token_s) / static_cast<double>(r.output_len - 1));
+      meets = meets && (slo.tpot_s <= 0 || tpot.back() <= slo.tpot_s);
+    }
+    good += meets ? 1 : 0;
+    first_arrival = std::min(first_arrival, r.arrival_s);
+    last_finish = std::max(last_finish, rec.finish_s);
+    output_tokens += static_cast<double>(r.output_len);
+    all_tokens += static_cast<double>(r.prompt_len + r.output_len);
+    res.preemptions += rec.preemptions;
+    res.requests.push_back(rec);
+  }
+  res.duration_s = last_finish - first_arrival;
+  auto per_s = [&](double x) { return res.duration_s > 0 ? x / res.duration_s : 0.0; };
+  res.requests_per_s = per_s(static_cast<double>(n));
+  res.output_tokens_per_s = per_s(output_tokens);
+  res.total_tokens_per_s = per_s(all_tokens);
+  res.goodput_requests_per_s = per_s(static_cast<double>(good));
+  res.ttft_s = summarize(std::move(ttft));
+  res.tpot_s = summarize(std::move(tpot));
+  res.itl_s = summarize_runs(std::move(tl.itl));
+  res.e2e_s = summarize(std::move(e2e));
+  res.queue_s = summarize(std::move(queue));
+  res.iterations = tl.iterations;
+  res.kv_utilization_max = tl.kv_max;
+  res.kv_utilization_mean = tl.busy_s > 0       ? tl.kv_weighted / tl.busy_s
+                            : tl.iterations > 0 ? tl.kv_plain / static_cast<double>(tl.iterations)
+                                                : 0.0;
+  return res;
+}
+
+}  // namespace
+
+Stats summarize(std::vector<double> values) {
+  Stats s;
+  s.count = static_cast<int64_t>(values.size());
+  if (values.empty()) return s;
+  const size_t n = values.size();
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(n);
+  s.max = *std::max_element(values.begin(), values.end());
+  // Percentiles in increasing order: each selection runs on the suffix the previous one left,
+  // whose elements are all >= the previous pick; the (lo+1)-th smallest is the suffix's minimum.
+  auto from = values.begin();
+  double* outs[] = {&s.p50, &s.p90, &s.p99};
+  const double ps[] = {0.5, 0.9, 0.99};
+  for (int k = 0; k < 3; ++k) {
+    const double pos = ps[k] * static_cast<double>(n - 1);
+    const auto lo = static_cast<size_t>(std::floor(pos));
+    const double frac = pos - static_cast<double>(lo);
+    const auto nth = values.begin() + static_cast<std::ptrdiff_t>(lo);
+    std::nth_element(from, nth, values.end());
+    from = nth;
+    const double a = *nth;
+    const double b = (frac > 0 && lo + 1 < n) ? *std::min_element(nth + 1, values.end()) : a;
+    *outs[k] = a + frac * (b - a);
+  }
+  return s;
+}
+
+Stats summarize_runs(Runs runs) {
+  Stats s;
+  std::erase_if(runs, [](const auto& run) {
+    PX_CHECK(run.second >= 0, "summarize_runs: negative count " << run.second);
+    return run.second == 0;
+  });
+  std::sort(runs.begin(), runs.end());
+  double sum = 0;
+  for (const auto& [v, k] : runs) {
+    s.count += k;
+    sum += v * static_cast<double>(k);
+  }
+  if (s.count == 0) return s;
+  s.mean = sum / static_cast<double>(s.count);
+  s.max = runs.back().first;
+  // The value of 0-based rank `r` in the expanded sorted sample; ranks only grow, so one cursor.
+  size_t at = 0;
+  int64_t below = 0;  // values in runs before `at`
+  auto value_at = [&](int64_t r) {
+    while (below + runs[at].second <= r) below += runs[at++].second;
+    return runs[at].first;
+  };
+  double* outs[] = {&s.p50, &s.p90, &s.p99};
+  const double ps[] = {0.5, 0.9, 0.99};
+  for (int k = 0; k < 3; ++k) {
+    const double pos = ps[k] * static_cast<double>(s.count - 1);
+    const auto lo = static_cast<int64_t>(std::floor(pos));
+    const double frac = pos - static_cast<double>(lo);
+    const double a = value_at(lo);
+    const double b = (frac > 0 && lo + 1 < s.count) ? value_at(lo + 1) : a;
+    *outs[k] = a + frac * (b - a);
+  }
+  return s;
+}
+
+Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
+                                     const ServeConfig& config, const IterationCost& cost,
+                                     const SloSpec& slo, bool keep_iterations) {
+  PX_CHECK(static_cast<bool>(cost), "simulate_serving: no cost function");
+  Diagnostics errors = validate_inputs(requests, config, slo);
+  if (!errors.empty()) return errors;
+  if (requests.empty()) return ServeResult{};
+  std::vector<size_t> order(requests.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return requests[a].arrival_s < requests[b].arrival_s;
+  });
+  const auto replicas = static_cast<size_t>(config.replicas);
+  Timeline tl(requests.size());
+  for (size_t rep = 0; rep < replicas; ++rep) {
+    std::vector<size_t> mine;
+    for (size_t k = rep; k < order.size(); k += replicas) mine.push_back(order[k]);
+    Result<bool> ran =
+        run_replica(static_cast<int>(rep), mine, requests, config, cost, keep_iterations, &tl);
+    if (!ran.ok()) return ran.errors();
+  }
+  ServeResult res = aggregate(requests, slo, tl);
+  if (keep_iterations) {
+    res.iteration_records = std::move(tl.records);
+    std::stable_sort(res.iteration_records.begin(), res.iteration_records.end(),
+                     [](const IterationRecord& a, const IterationRecord& b) {
+                       return a.start_s < b.start_s ||
+                              (a.start_s == b.start_s && a.replica < b.replica);
+                     });
+  }
+  return res;
+}
+
+}  // namespace parallax::serving

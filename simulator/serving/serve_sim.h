@@ -1,0 +1,111 @@
+#pragma once
+/// The request-level serving simulator (in the manner of Vidur): requests arrive, a vLLM-style
+/// continuous-batching scheduler (scheduler.h) forms one batch a step, and a caller-supplied
+/// cost function prices each step, so the same loop serves any hardware cost model.
+///
+/// Replicas: the requests, in arrival order (ties by input position), go round-robin to
+/// `replicas` independent engines (request k to replica k % replicas), each with its own clock,
+/// scheduler and KV cache; there is no load balancing on queue length and nothing is shared.
+///
+/// One engine: the clock starts at 0. When the engine has nothing running or waiting, it jumps to
+/// the next arrival. Before each step every request that has arrived by the current time joins
+/// WAITING; the step lasts cost(batch) seconds and its sampled tokens appear at its end. So:
+/// - first scheduled = start of the first step that computes any of its tokens;
+/// - first token = end of the step that completes its prefill;
+/// - TTFT = first token - arrival; queueing = first scheduled - arrival; e2e = finish - arrival;
+/// - TPOT = (finish - first token) / (output_len - 1), undefined for output_len = 1 (excluded);
+/// - ITL = every gap between consecutive tokens of a request (a preemption's stall included).
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+#include "simulator/serving/scheduler.h"
+#include "simulator/serving/workload.h"
+
+namespace parallax::serving {
+
+struct ServeConfig {
+  SchedulerConfig scheduler;  ///< of every replica
+  int replicas = 1;           ///< independent engines, fed round-robin
+};
+
+/// Seconds one engine step takes on one replica (finite, >= 0), from the hardware cost model.
+/// In the batches simulate_serving passes, ScheduledSeq::request is the request's position in the
+/// input vector (not its id), so a callback can index its own per-request data.
+using IterationCost = std::function<double(const IterationBatch&)>;
+
+/// Latency targets for goodput; 0 = no limit.
+struct SloSpec {
+  double ttft_s = 0;  ///< time to first token at most this
+  double tpot_s = 0;  ///< time per output token at most this (output_len 1: always met)
+};
+
+/// Summary of a sample. Percentiles interpolate linearly between the sorted values (numpy's
+/// default): p-th = v[lo] + (pos - lo) * (v[lo + 1] - v[lo]) with pos = p * (count - 1),
+/// lo = floor(pos). All zero when empty.
+struct Stats {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+  int64_t count = 0;
+};
+
+/// Stats of `values` in O(n) (selection, not a full sort).
+Stats summarize(std::vector<double> values);
+
+/// A sample stored as runs (value, how many times it occurs); a run of count 0 is empty. In a
+/// decode step every request that sampled at the previous step's end sees the same gap, so one
+/// run a step holds most inter-token latencies.
+using Runs = std::vector<std::pair<double, int64_t>>;
+
+/// Stats of the sample the runs expand to, as summarize() would give; O(r log r) in runs.
+Stats summarize_runs(Runs runs);
+
+/// What happened to one request; times in seconds on the simulation clock.
+struct RequestRecord {
+  int64_t id = 0;  ///< Request::id
+  int replica = 0;
+  int64_t prompt_len = 0, output_len = 0;
+  double arrival_s = 0, first_scheduled_s = 0, first_token_s = 0, finish_s = 0;
+  int64_t preemptions = 0;  ///< times its KV was dropped and recomputed
+};
+
+/// One engine step, for a Chrome trace.
+struct IterationRecord {
+  int replica = 0;
+  double start_s = 0, duration_s = 0;
+  int64_t prefill_tokens = 0, decode_tokens = 0;
+  int64_t num_seqs = 0;        ///< requests computing tokens in the step
+  int64_t running_seqs = 0;    ///< requests in the running list after planning
+  int64_t kv_blocks_used = 0;  ///< after the step's allocation
+};
+
+struct ServeResult {
+  std::vector<RequestRecord> requests;  ///< in the order of the input vector
+  double duration_s = 0;                ///< first arrival to last finish
+  double requests_per_s = 0;            ///< finished requests / duration (0 when duration is 0)
+  double output_tokens_per_s = 0;
+  double total_tokens_per_s = 0;  ///< (prompt + output tokens) / duration
+  Stats ttft_s, tpot_s, itl_s, e2e_s, queue_s;
+  /// KV blocks used / num_gpu_blocks: mean weighted by step duration over every step of every
+  /// replica (a plain mean when all steps cost 0), and the maximum over steps.
+  double kv_utilization_mean = 0, kv_utilization_max = 0;
+  int64_t preemptions = 0;  ///< total over requests
+  int64_t iterations = 0;   ///< steps, all replicas
+  /// Requests meeting every SLO given, per second of duration.
+  double goodput_requests_per_s = 0;
+  std::vector<IterationRecord> iteration_records;  ///< with keep_iterations; by start, replica
+};
+
+/// Simulates serving `requests` (any order) on `config.replicas` engines, pricing each step with
+/// `cost`. Errors, all at once, before simulating: an invalid config, a request with bad fields,
+/// a request that can never fit one replica's KV cache (naming it, its block need and the
+/// capacity). During the simulation: a cost that is negative or not finite.
+/// The loop costs O(scheduled seqs) a step besides `cost`; with 10k requests it runs in
+/// milliseconds.
+Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
+                                     const ServeConfig& config, const IterationCost& cost,
+                                     const SloSpec& slo = {}, bool keep_iterations = false);
+
+}  // namespace parallax::serving

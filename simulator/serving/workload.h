@@ -1,0 +1,42 @@
+#pragma once
+/// The requests a serving simulation replays: synthetic Poisson arrivals, or a trace parsed from
+/// JSON Lines or CSV text (the caller reads the file; this code never touches the file system).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+
+namespace parallax::serving {
+
+/// One inference request: `prompt_len` tokens in, `output_len` tokens out (both >= 1).
+struct Request {
+  int64_t id = 0;          ///< caller's label; reported back in per-request records
+  double arrival_s = 0;    ///< seconds from the start of the trace
+  int64_t prompt_len = 0;  ///< prompt tokens
+  int64_t output_len = 0;  ///< tokens to generate, including the first
+};
+
+/// `n` requests of fixed lengths arriving as a Poisson process of `rate_per_s` requests per second:
+/// inter-arrival gaps are exponential, drawn by inverse CDF (gap = -ln(1 - u) / rate, u uniform
+/// in [0, 1) from the top 53 bits of std::mt19937_64(seed)), so a seed gives the same trace on
+/// every platform. The first request arrives after one gap. `rate_per_s <= 0` or infinite: every
+/// request arrives at t = 0. Ids are 0..n-1 in arrival order.
+std::vector<Request> poisson_requests(int64_t n, double rate_per_s, int64_t prompt_len,
+                                      int64_t output_len, uint64_t seed);
+
+/// Parses a request trace. The format is decided by the first non-blank line:
+/// - JSON Lines when it starts with `{`: one object a line with the arrival time (`arrival_s` or
+///   `timestamp`, seconds), the prompt length (`prompt_len`, `input_len` or `prompt_tokens`) and
+///   the output length (`output_len` or `output_tokens`); other keys are ignored.
+/// - CSV otherwise: a header naming those columns (any order, extra columns ignored), then one
+///   row a line; fields are plain numbers (no quoting).
+/// Blank lines are skipped and `\r\n` endings accepted. Lengths must be integers >= 1 and the
+/// arrival a finite number >= 0. Out-of-order arrivals are not errors: the result is sorted by
+/// arrival (stable). Ids are the record's 0-based position in the trace (before sorting).
+/// Errors: every bad line, as `source:LINE: field: what, got X`.
+Result<std::vector<Request>> parse_requests(std::string_view text, const std::string& source);
+
+}  // namespace parallax::serving
