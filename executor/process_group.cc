@@ -262,9 +262,10 @@ class MpiGroup final : public ProcessGroup {
     return b;
   }
   Diagnostics reduce(void* data, int64_t n, MPI_Datatype type) {
-    // MPI counts are ints: large buffers go in chunks.
+    // MPI counts are ints, and MPI's temporaries are as large as the message: large buffers go
+    // in chunks of 16M elements.
     const int element = type == MPI_FLOAT ? 4 : 8;
-    constexpr int64_t kChunk = 1 << 28;
+    constexpr int64_t kChunk = 1 << 24;
     for (int64_t off = 0; off < n; off += kChunk) {
       const int count = static_cast<int>(std::min(kChunk, n - off));
       if (Diagnostics d = arrive("all-reduce", static_cast<size_t>(n)); !d.empty()) return d;

@@ -370,10 +370,11 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   }
   std::optional<ShardedUnits> sharded;
   std::vector<ParamUnits> units(static_cast<size_t>(vpp));  // per chunk; empty without ZeRO-2/3
-  if (o.shard_gradients) {
+  if (o.shard_optimizer) {
     sharded.emplace(dp_group, slice, o.shard_parameters, o.shard_gradients,
                     ShardedUnits::Buffers{params, grads, own_params, grad_slice}, &comm_errors);
-    for (int c = 0; c < vpp; ++c) units[c] = sharded->hooks(chunks[c], offsets[c]);
+    if (o.shard_gradients)
+      for (int c = 0; c < vpp; ++c) units[c] = sharded->hooks(chunks[c], offsets[c]);
   }
   // A save writes this rank's shard (at once, or with --async-save on a thread that overlaps the
   // next step), then completes the step: every rank's outcome to rank 0, which writes the
@@ -587,7 +588,12 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     if (o.shard_gradients) {
       g = grad_slice;  // reduced after each backward
     } else if (o.shard_optimizer) {
-      if (Diagnostics d = dp_group.reduce_scatter_sum(grads, grad_slice); !d.empty()) return d;
+      // In buckets, as Megatron's distributed optimizer reduces: no collective needs a
+      // temporary buffer of the whole gradient.
+      constexpr int64_t kBucket = int64_t{1} << 22;
+      for (int64_t a = 0; a < padded; a += kBucket)
+        sharded->reduce(a, std::min(padded, a + kBucket));
+      if (!comm_errors.empty()) return comm_errors;
       g = grad_slice;
     } else if (o.ep == 1) {
       if (Diagnostics d = dp_group.all_reduce_sum(std::span<float>(grads)); !d.empty()) return d;

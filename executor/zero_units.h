@@ -62,9 +62,13 @@ class ShardedUnits {
   /// How many values of [a, b) each rank's slice holds (they add up to b - a).
   std::vector<int64_t> counts(int64_t a, int64_t b) const;
 
+  /// Sums grads[a, b) over the group into the owners' grad_slice (added) and releases those
+  /// pages of grads: a unit under ZeRO-2/3, a bucket of the step's reduction under ZeRO-1.
+  /// A failure goes to `errors`.
+  void reduce(int64_t a, int64_t b);
+
  private:
   void gather(int64_t a, int64_t b);
-  void reduce(int64_t a, int64_t b);
 
   ProcessGroup& data_;
   int64_t slice_;
