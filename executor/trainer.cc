@@ -257,11 +257,8 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   std::vector<float> grad_slice(o.shard_optimizer ? static_cast<size_t>(slice) : 0);
   // ZeRO-2/3 (zero_units.h): each unit's gradient is reduce-scattered into grad_slice as soon
   // as a backward finishes it; ZeRO-3/FSDP keeps only own_params at rest and gathers each unit
-  // just before a pass reads it. A checkpoint gathers the whole buffer.
+  // just before a pass reads it.
   std::vector<float> own_params(o.shard_parameters ? static_cast<size_t>(slice) : 0);
-  auto gather = [&]() -> Diagnostics {
-    return o.shard_parameters ? dp_group.all_gather(own_params, params) : Diagnostics{};
-  };
   // Per parameter of this rank's slice [first, first + owned): weight decay, and how it counts
   // in the gradient norm (0: this rank's own, 1: replicated over tp, counted by tp rank 0; 2:
   // the head stage's copy of a tied embedding, not counted; 3 and 4: as 0 and 1 for
@@ -450,15 +447,19 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     return {};
   };
   auto save = [&](int64_t step) -> Diagnostics {
-    if (Diagnostics d = gather(); !d.empty()) return d;
     std::vector<Piece> pieces;
     // A replica's tensors are written by its first holder: data rank 0 for dense tensors, the
     // first rank holding the same experts for expert tensors (each rank its own slice of the
-    // moments under the distributed optimizer).
+    // moments under the distributed optimizer, and of the parameters under ZeRO-3, which are
+    // never gathered whole).
     const SlotFilter replica = [&](const TensorSlot& t) {
       return writes(t) && (t.expert ? edp_rank == 0 : data_rank == 0);
     };
-    append_pieces(views, 0, std::span<const float>(params).first(n), "param", replica, pieces);
+    if (o.shard_parameters)
+      append_pieces(views, first, std::span<const float>(own_params).first(owned), "param", writes,
+                    pieces);
+    else
+      append_pieces(views, 0, std::span<const float>(params).first(n), "param", replica, pieces);
     const SlotFilter& moments = o.shard_optimizer ? writes : replica;
     append_pieces(views, first, adam.first_moment(), "adam_m", moments, pieces);
     append_pieces(views, first, adam.second_moment(), "adam_v", moments, pieces);
@@ -470,7 +471,6 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
         copies.emplace_back(piece.data.begin(), piece.data.end());
         piece.data = copies.back();
       }
-      if (o.shard_parameters) release_pages(params);
       pending = PendingSave{
           step, result.steps.size(),
           std::async(std::launch::async, [dir = o.checkpoint_dir, step, rank = group.rank(),
@@ -480,7 +480,6 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       return {};
     }
     auto info = write_shard(o.checkpoint_dir, step, group.rank(), pieces);
-    if (o.shard_parameters) release_pages(params);
     return complete(step, std::move(info), result.steps.size());
   };
   auto finish_pending = [&]() -> Diagnostics {

@@ -124,6 +124,17 @@ TEST_F(CheckpointCli, ShardedOptimizerStateReshardsAcrossLayouts) {
   ASSERT_EQ(x.losses.size(), 3u) << r;
   for (size_t i = 0; i < 3; ++i)
     EXPECT_NEAR(x.losses[i], w.losses[3 + i], 1e-5 * w.losses[3 + i]) << "step " << 4 + i;
+  // Saved under ZeRO-3 (each rank writes its slice of the parameters, never gathered whole),
+  // resumed on one rank.
+  fs::remove_all(dir_.file("ckpt"));
+  const std::string save3 = ckpt("--gpus 2 --zero 3 --steps 3 --save-every 3");
+  ASSERT_EQ(MpiParallax(2, save3, Streams::kStdoutOnly).exit_code, 0) << MpiParallax(2, save3);
+  const CliRun one = MpiParallax(1, ckpt("--gpus 1 --steps 6 --resume"), Streams::kStdoutOnly);
+  ASSERT_EQ(one.exit_code, 0) << one;
+  const Outcome y = parse(one);
+  ASSERT_EQ(y.losses.size(), 3u) << one;
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(y.losses[i], w.losses[3 + i], 1e-5 * w.losses[3 + i]) << "zero 3, step " << 4 + i;
 }
 
 // A rank SIGKILLed at a random step, or in the middle of a random save, loses nothing beyond the
