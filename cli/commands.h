@@ -18,5 +18,6 @@ void add_whatif_command(CLI::App& app, int* exit_code);
 void add_calibrate_command(CLI::App& app, int* exit_code);
 void add_execute_command(CLI::App& app, int* exit_code);
 void add_serve_command(CLI::App& app, int* exit_code);
+void add_serve_plan_command(CLI::App& app, int* exit_code);
 
 }  // namespace parallax::cli

@@ -366,4 +366,18 @@ int report_errors(const Diagnostics& d) {
   return kExitBadInput;
 }
 
+Result<ServingInputs> resolve_serving_inputs(const std::string& model, const std::string& cluster,
+                                             const std::string& profiles_dir,
+                                             const std::string& precision) {
+  Diagnostics bad;
+  auto m = resolve_model(model, "--model");
+  auto hw = resolve_profile(cluster, profiles_dir, "--cluster");
+  if (!m) bad.insert(bad.end(), m.errors().begin(), m.errors().end());
+  if (!hw) bad.insert(bad.end(), hw.errors().begin(), hw.errors().end());
+  const auto p = parse_precision(precision);
+  if (!p) bad.push_back({"--precision", "unknown precision " + precision, "bf16 | fp8"});
+  if (!bad.empty()) return bad;
+  return ServingInputs{std::move(m).value(), std::move(hw).value(), *p};
+}
+
 }  // namespace parallax::cli

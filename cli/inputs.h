@@ -55,6 +55,17 @@ struct ResolvedRun {
 /// `check_layout` (the planner, where layout flags are constraints) the plan is not validated.
 Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout = true);
 
+/// What the serving commands take from their flags: a model (zoo name or file), a profile (name
+/// or file, with --profiles-dir) and a precision name; every problem reported.
+struct ServingInputs {
+  ModelSpec model;
+  HwProfile hw;
+  Precision precision = Precision::kBf16;
+};
+Result<ServingInputs> resolve_serving_inputs(const std::string& model, const std::string& cluster,
+                                             const std::string& profiles_dir,
+                                             const std::string& precision);
+
 /// Prints diagnostics to stderr, one per line, prefixed "error: ".
 int report_errors(const Diagnostics& d);
 

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   parallax::cli::add_calibrate_command(app, &exit_code);
   parallax::cli::add_execute_command(app, &exit_code);
   parallax::cli::add_serve_command(app, &exit_code);
+  parallax::cli::add_serve_plan_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,7 @@
 #include "core/text.h"
 #include "simulator/serving/serve_sim.h"
 #include "simulator/serving/step_cost.h"
+#include "simulator/serving/step_shape.h"
 
 namespace parallax::cli {
 namespace {
@@ -29,22 +30,6 @@ struct Opts {
   int64_t long_prefill = 0;
   double slo_ttft = 0, slo_tpot = 0;
 };
-
-/// The shape of a step for the cost model: each prefill chunk against its context, and the
-/// decodes' contexts (the token being decoded attends to itself too).
-serving::StepShape step_shape(const serving::IterationBatch& b) {
-  serving::StepShape s;
-  for (const serving::ScheduledSeq& q : b.seqs) {
-    if (q.prefill) {
-      s.prefills.push_back({q.new_tokens, q.context_before});
-    } else {
-      ++s.decodes;
-      s.decode_context += static_cast<double>(q.context_before + 1);
-    }
-  }
-  s.sampled = b.sampled;
-  return s;
-}
 
 Json stats_json(const serving::Stats& s) {
   return Json{{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"max", s.max}};
@@ -75,25 +60,21 @@ void print_stats(const char* name, const serving::Stats& s, double scale, const 
 }
 
 int run(Opts o) {
-  Diagnostics bad;
-  auto model = resolve_model(o.model, "--model");
-  auto hw = resolve_profile(o.cluster, o.profiles_dir, "--cluster");
-  if (!model) bad.insert(bad.end(), model.errors().begin(), model.errors().end());
-  if (!hw) bad.insert(bad.end(), hw.errors().begin(), hw.errors().end());
-  const auto precision = parse_precision(o.precision);
-  if (!precision) bad.push_back({"--precision", "unknown precision " + o.precision, "bf16 | fp8"});
-  if (!bad.empty()) return report_errors(bad);
+  auto in = resolve_serving_inputs(o.model, o.cluster, o.profiles_dir, o.precision);
+  if (!in) return report_errors(in.errors());
+  const ModelSpec* model = &in->model;
+  const HwProfile* hw = &in->hw;
   Deployment d = o.engine;
   d.tp = o.tp;
   d.pp = o.pp;
   d.ep = o.ep;
-  d.precision = *precision;
+  d.precision = in->precision;
   if (o.dp != kUnset)
     d.dp = static_cast<int>(o.dp);
   else if (o.gpus != kUnset)
     d.dp = static_cast<int>(std::max<int64_t>(1, o.gpus / (int64_t{o.tp} * o.pp)));
   const int gpus = o.gpus != kUnset ? static_cast<int>(o.gpus) : d.gpus();
-  bad = serving::check_deployment(*model, d, gpus);
+  Diagnostics bad = serving::check_deployment(*model, d, gpus);
   if (o.rate < 0) bad.push_back({"--rate", "must be 0 (all at once) or more", ""});
   if (o.requests_file.empty() && (o.requests < 1 || o.prompt_len < 1 || o.output_len < 1))
     bad.push_back({"--requests", "requests, prompt and output lengths must be at least 1", ""});
@@ -111,18 +92,12 @@ int run(Opts o) {
   } else {
     requests = serving::poisson_requests(o.requests, o.rate, o.prompt_len, o.output_len, o.seed);
   }
-  serving::ServeConfig config;
-  config.replicas = d.dp;
-  config.scheduler.max_num_seqs = d.max_num_seqs;
-  config.scheduler.max_num_batched_tokens = d.max_num_batched_tokens;
-  config.scheduler.block_size = d.block_size;
-  config.scheduler.num_gpu_blocks = budget->blocks;
-  config.scheduler.enable_chunked_prefill = o.chunked_prefill != 0;
-  config.scheduler.long_prefill_token_threshold = o.long_prefill;
+  const serving::ServeConfig config =
+      serving::engine_config(d, budget->blocks, o.chunked_prefill != 0, o.long_prefill);
   const serving::StepCost cost(*model, *hw, d);
   auto result = serving::simulate_serving(
       requests, config,
-      [&cost](const serving::IterationBatch& b) { return cost.time_s(step_shape(b)); },
+      [&cost](const serving::IterationBatch& b) { return cost.time_s(serving::step_shape(b)); },
       serving::SloSpec{o.slo_ttft, o.slo_tpot}, !o.trace.empty());
   if (!result) return report_errors(result.errors());
   const serving::ServeResult& r = result.value();

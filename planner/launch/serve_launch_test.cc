@@ -1,0 +1,192 @@
+// Serving launch commands: the exact flags of vLLM and SGLang for a deployment, and each rule
+// of the engines refused with its reason.
+#include "planner/launch/serve_launch.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/model_zoo.h"
+#include "tests/test_support.h"
+
+namespace parallax {
+namespace {
+
+using testing::mentions;
+using testing::text;
+
+ModelSpec zoo(const char* name) { return find_zoo_model(name, "t").value(); }
+
+bool has(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+/// Llama 3.1 70B as two tp4 replicas with fp8 weights.
+serving::Deployment tp4_dp2() {
+  serving::Deployment d;
+  d.tp = 4;
+  d.dp = 2;
+  d.precision = Precision::kFp8;
+  d.max_num_seqs = 256;
+  d.max_num_batched_tokens = 8192;
+  return d;
+}
+
+TEST(ServeLaunch, VllmCommandHasTheExactFlags) {
+  auto text_or = emit_vllm(zoo("llama3.1-70b"), tp4_dp2(), ServeEngineSettings{.gpus = 8});
+  ASSERT_TRUE(text_or.ok()) << text_or.error_text();
+  const std::string& t = text_or.value();
+  EXPECT_TRUE(has(t, "\nvllm serve meta-llama/Llama-3.1-70B-Instruct \\\n")) << t;
+  for (const char* line :
+       {"  --tensor-parallel-size 4 \\\n", "  --pipeline-parallel-size 1 \\\n",
+        "  --data-parallel-size 2 \\\n", "  --max-num-seqs 256 \\\n",
+        "  --max-num-batched-tokens 8192 \\\n", "  --enable-chunked-prefill \\\n",
+        "  --gpu-memory-utilization 0.9 \\\n", "  --block-size 16 \\\n",
+        "  --kv-cache-dtype auto \\\n", "  --quantization fp8\n"})
+    EXPECT_TRUE(has(t, line)) << line << "\n" << t;
+  EXPECT_FALSE(has(t, "--enable-expert-parallel")) << t;
+  EXPECT_FALSE(has(t, "--max-model-len")) << t;
+  // Dense data parallelism: the same as separate instances behind a router, said in a comment.
+  EXPECT_TRUE(has(t, "# --data-parallel-size 2 runs the replicas behind one API server")) << t;
+  EXPECT_TRUE(has(t, "router")) << t;
+}
+
+TEST(ServeLaunch, VllmOneReplicaBf16HasNoDataParallelOrQuantization) {
+  serving::Deployment d;
+  d.tp = 8;
+  auto t = emit_vllm(zoo("llama3.1-70b"), d, {});
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_FALSE(has(*t, "--data-parallel-size")) << *t;
+  EXPECT_FALSE(has(*t, "--quantization")) << *t;
+  EXPECT_TRUE(has(*t, "--tensor-parallel-size 8")) << *t;
+}
+
+TEST(ServeLaunch, VllmExpertParallelForAMoeModel) {
+  serving::Deployment d;
+  d.tp = 4;
+  d.ep = 4;
+  auto t = emit_vllm(zoo("qwen3-30b-a3b"), d, {});
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_TRUE(has(*t, "vllm serve Qwen/Qwen3-30B-A3B \\\n")) << *t;
+  EXPECT_TRUE(has(*t, "  --enable-expert-parallel \\\n")) << *t;
+}
+
+TEST(ServeLaunch, VllmWithoutChunkedPrefillWritesTheModelLength) {
+  serving::Deployment d;
+  d.max_num_batched_tokens = 32768;
+  auto t = emit_vllm(zoo("llama3.1-8b"), d,
+                     ServeEngineSettings{.enable_chunked_prefill = false, .max_model_len = 32768});
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_TRUE(has(*t, "  --no-enable-chunked-prefill \\\n")) << *t;
+  EXPECT_TRUE(has(*t, "  --max-model-len 32768 \\\n")) << *t;
+}
+
+TEST(ServeLaunch, UnknownModelKeepsItsNameAndAsksForThePath) {
+  ModelSpec m = zoo("llama3.1-8b");
+  m.name = "my-llama";
+  auto t = emit_vllm(m, serving::Deployment{}, {});
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_TRUE(has(*t, "vllm serve my-llama \\\n")) << *t;
+  EXPECT_TRUE(has(*t, "replace it with the model's path")) << *t;
+  EXPECT_EQ(hf_model_id("LLAMA3.1-70B").value_or(""), "meta-llama/Llama-3.1-70B-Instruct");
+  EXPECT_FALSE(hf_model_id("my-llama").has_value());
+}
+
+TEST(ServeLaunch, VllmRefusesEachRuleWithItsReason) {
+  const ModelSpec dense = zoo("llama3.1-70b");
+  auto refused = [&](const ModelSpec& m, const serving::Deployment& d, const ServeEngineSettings& s,
+                     const std::string& needle) {
+    auto t = emit_vllm(m, d, s);
+    ASSERT_FALSE(t.ok()) << needle;
+    EXPECT_TRUE(mentions(t.errors(), needle)) << needle << "\n" << text(t.errors());
+  };
+  refused(dense, tp4_dp2(), {.gpus = 16}, "--gpus: gpus=16 but tp*pp*dp = 8");
+  serving::Deployment d = tp4_dp2();
+  d.max_num_batched_tokens = 128;
+  refused(dense, d, {}, "--max-num-batched-tokens: 128 is below max-num-seqs=256");
+  refused(dense, tp4_dp2(), {.enable_chunked_prefill = false, .max_model_len = 131072},
+          "whole prompt must fit one step, got 8192, want >= max_model_len=131072");
+  refused(dense, tp4_dp2(), {.enable_chunked_prefill = false}, "no max_model_len was given");
+  d = tp4_dp2();
+  d.block_size = 24;
+  refused(dense, d, {}, "--block-size: vLLM's CUDA KV-cache block size");
+  d = tp4_dp2();
+  d.ep = 2;
+  refused(dense, d, {}, "--ep: ep=2 needs a MoE model");
+  d.dp = 1;
+  refused(zoo("qwen3-30b-a3b"), d, {}, "want 1 or tp=4");
+  // Every reason at once.
+  d = tp4_dp2();
+  d.block_size = 24;
+  d.ep = 2;
+  d.max_num_batched_tokens = 128;
+  auto all = emit_vllm(dense, d, {.gpus = 16});
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.errors().size(), 4u) << text(all.errors());
+}
+
+TEST(ServeLaunch, SglangCommandHasTheExactFlags) {
+  auto t = emit_sglang(zoo("llama3.1-70b"), tp4_dp2(), ServeEngineSettings{.gpus = 8});
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_TRUE(has(
+      *t, "\npython -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B-Instruct \\\n"))
+      << *t;
+  for (const char* line :
+       {"  --tp-size 4 \\\n", "  --dp-size 2 \\\n", "  --max-running-requests 256 \\\n",
+        "  --chunked-prefill-size 8192 \\\n", "  --mem-fraction-static 0.9 \\\n",
+        "  --page-size 16 \\\n", "  --quantization fp8\n"})
+    EXPECT_TRUE(has(*t, line)) << line << "\n" << *t;
+  EXPECT_FALSE(has(*t, "--pp-size")) << *t;
+  EXPECT_FALSE(has(*t, "--ep-size")) << *t;
+  EXPECT_FALSE(has(*t, "--enable-dp-attention")) << *t;
+  EXPECT_TRUE(has(*t, "runs 2 copies of the model (tp4 pp1 each) inside one server")) << *t;
+}
+
+TEST(ServeLaunch, SglangExpertParallelPipelineAndNoChunkedPrefill) {
+  serving::Deployment d;
+  d.tp = 4;
+  d.pp = 2;
+  d.ep = 4;
+  auto t = emit_sglang(zoo("qwen3-30b-a3b"), d, {.enable_chunked_prefill = false});
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_TRUE(has(*t, "  --pp-size 2 \\\n")) << *t;
+  EXPECT_TRUE(has(*t, "  --ep-size 4 \\\n")) << *t;
+  EXPECT_TRUE(has(*t, "  --chunked-prefill-size -1 \\\n")) << *t;
+}
+
+TEST(ServeLaunch, SglangRefusesEachRuleWithItsReason) {
+  serving::Deployment d;
+  d.tp = 4;
+  d.ep = 3;
+  auto t = emit_sglang(zoo("qwen3-30b-a3b"), d, {});
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(mentions(t.errors(), "ep=3 must divide tp=4")) << text(t.errors());
+
+  d = serving::Deployment{};
+  d.tp = 4;
+  d.dp = 3;
+  t = emit_sglang(zoo("llama3.1-70b"), d, {.sglang_dp_attention = true});
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(mentions(t.errors(), "--enable-dp-attention needs 1 < dp-size dividing tp-size"))
+      << text(t.errors());
+  d.dp = 2;
+  t = emit_sglang(zoo("llama3.1-70b"), d, {.gpus = 4, .sglang_dp_attention = true});
+  ASSERT_TRUE(t.ok()) << t.error_text();  // DP attention runs inside the 4 tp ranks
+  EXPECT_TRUE(has(*t, "  --enable-dp-attention \\\n")) << *t;
+
+  d = serving::Deployment{};
+  d.gpu_memory_utilization = 1.0;
+  d.ep = 2;
+  t = emit_sglang(zoo("llama3.1-8b"), d, {.gpus = 2});
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(mentions(t.errors(), "--mem-fraction-static must leave room")) << text(t.errors());
+  EXPECT_TRUE(mentions(t.errors(), "needs a MoE model")) << text(t.errors());
+  EXPECT_TRUE(mentions(t.errors(), "--gpus: gpus=2 but tp*pp*dp = 1")) << text(t.errors());
+  // vLLM's token-budget rule is not SGLang's.
+  d = serving::Deployment{};
+  d.max_num_batched_tokens = 64;
+  EXPECT_TRUE(emit_sglang(zoo("llama3.1-8b"), d, {}).ok());
+}
+
+}  // namespace
+}  // namespace parallax

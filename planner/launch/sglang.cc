@@ -1,0 +1,104 @@
+// SGLang: the `python -m sglang.launch_server` command of a deployment, and SGLang's rules.
+//
+// Flag names are those of SGLang's server arguments
+// (https://docs.sglang.io/advanced_features/server_arguments.html; the parallelism fields in
+// https://docs.sglang.io/cookbook/base/reference/server_arguments): --model-path, --tp-size,
+// --pp-size, --dp-size, --ep-size, --enable-dp-attention, --max-running-requests,
+// --chunked-prefill-size (-1 turns chunked prefill off), --mem-fraction-static, --page-size,
+// --quantization. Rules, from python/sglang/srt/server_args.py: the MoE layers run
+// tensor-parallel over tp/ep ranks, so ep must divide tp; with --enable-dp-attention the
+// attention is data-parallel inside the tp ranks (which are then all the instance's GPUs),
+// `assert self.tp_size % self.dp_size == 0`, and chunked_prefill_size is divided by dp_size.
+// Without DP attention, --dp-size runs dp copies of a tp x pp model inside one server
+// (https://docs.sglang.io/docs/advanced_features/dp_dpa_smg_guide.md).
+
+#include <string>
+#include <vector>
+
+#include "planner/launch/emitters.h"
+#include "planner/launch/serve_launch.h"
+
+namespace parallax {
+namespace {
+
+std::string flag(const char* name, int64_t v) {
+  return std::string(name) + " " + std::to_string(v);
+}
+
+std::vector<std::string> sglang_notes(const ModelSpec& m, const serving::Deployment& d,
+                                      const ServeEngineSettings& s) {
+  std::vector<std::string> notes;
+  const int gpus = s.sglang_dp_attention ? d.tp * d.pp : d.gpus();
+  notes.push_back("SGLang: " + m.name + " on " + std::to_string(gpus) + " GPUs, tp" +
+                  std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" +
+                  std::to_string(d.dp) + (d.ep > 1 ? " ep" + std::to_string(d.ep) : "") +
+                  (s.sglang_dp_attention ? " with DP attention (not simulated by parallax)."
+                                         : ", as parallax serve-plan simulated it."));
+  if (!hf_model_id(m.name))
+    notes.push_back("parallax knows no Hugging Face repository for '" + m.name +
+                    "': replace it with the model's path or repository id.");
+  if (d.dp > 1 && !s.sglang_dp_attention)
+    notes.push_back("--dp-size " + std::to_string(d.dp) + " runs " + std::to_string(d.dp) +
+                    " copies of the model (tp" + std::to_string(d.tp) + " pp" +
+                    std::to_string(d.pp) +
+                    " each) inside one server; the SGLang Model Gateway (router) over " +
+                    std::to_string(d.dp) + " separate servers serves the same.");
+  if (s.sglang_dp_attention)
+    notes.push_back(
+        "with --enable-dp-attention SGLang divides --chunked-prefill-size by "
+        "--dp-size.");
+  notes.push_back(
+      "--mem-fraction-static is the share of HBM for weights and KV cache; "
+      "parallax sized the KV cache as vLLM's --gpu-memory-utilization does.");
+  return notes;
+}
+
+}  // namespace
+
+Diagnostics check_sglang(const ModelSpec& m, const serving::Deployment& d,
+                         const ServeEngineSettings& s) {
+  // With DP attention the dp groups live inside the tp ranks: the GPUs are tp * pp.
+  serving::Deployment structural = d;
+  if (s.sglang_dp_attention) structural.dp = 1;
+  Diagnostics out;
+  for (Diagnostic& g : serving::check_deployment(m, structural, s.gpus))
+    // max_num_batched_tokens >= max_num_seqs is vLLM's rule: SGLang's chunked prefill size
+    // bounds prefill tokens only.
+    if (g.where != "--max-num-batched-tokens") out.push_back(std::move(g));
+  if (s.sglang_dp_attention && d.dp >= 1 && d.tp >= 1 && (d.dp < 2 || d.tp % d.dp != 0))
+    out.push_back({"--dp",
+                   "SGLang's --enable-dp-attention needs 1 < dp-size dividing tp-size, got dp=" +
+                       std::to_string(d.dp) + " tp=" + std::to_string(d.tp) + ", want dp in " +
+                       launch::divisors_text(d.tp) + " and > 1",
+                   "the attention data-parallel groups split the tensor-parallel ranks"});
+  if (d.gpu_memory_utilization >= 1)
+    out.push_back({"--gpu-memory-utilization",
+                   "SGLang's --mem-fraction-static must leave room for activations, got " +
+                       launch::number_text(d.gpu_memory_utilization) + ", want < 1",
+                   "--gpu-memory-utilization 0.9"});
+  return out;
+}
+
+Result<std::string> emit_sglang(const ModelSpec& m, const serving::Deployment& d,
+                                const ServeEngineSettings& s) {
+  Diagnostics bad = check_sglang(m, d, s);
+  if (!bad.empty()) return bad;
+  std::vector<std::string> lines = {flag("--tp-size", d.tp)};
+  if (d.pp > 1) lines.push_back(flag("--pp-size", d.pp));
+  if (d.dp > 1) lines.push_back(flag("--dp-size", d.dp));
+  if (s.sglang_dp_attention) lines.push_back("--enable-dp-attention");
+  if (d.ep > 1) lines.push_back(flag("--ep-size", d.ep));
+  lines.push_back(flag("--max-running-requests", d.max_num_seqs));
+  lines.push_back(flag("--chunked-prefill-size",
+                       s.enable_chunked_prefill ? d.max_num_batched_tokens : int64_t{-1}));
+  if (s.max_model_len > 0) lines.push_back(flag("--context-length", s.max_model_len));
+  lines.push_back("--mem-fraction-static " + launch::number_text(d.gpu_memory_utilization));
+  lines.push_back(flag("--page-size", d.block_size));
+  if (d.precision == Precision::kFp8) lines.push_back("--quantization fp8");
+  if (d.precision == Precision::kFp32) lines.push_back("--dtype float32");
+  return launch::comment_lines(sglang_notes(m, d, s)) +
+         "python -m sglang.launch_server --model-path " + hf_model_id(m.name).value_or(m.name) +
+         " \\\n" + launch::shell_continued(lines, 2);
+}
+
+}  // namespace parallax

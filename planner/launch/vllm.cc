@@ -1,0 +1,143 @@
+// vLLM: the `vllm serve` command of a deployment, and the rules vLLM enforces.
+//
+// Flag names are those of vLLM's engine arguments
+// (https://docs.vllm.ai/en/stable/configuration/engine_args.html): --tensor-parallel-size,
+// --pipeline-parallel-size, --data-parallel-size, --enable-expert-parallel, --max-num-seqs,
+// --max-num-batched-tokens, --enable-chunked-prefill (--no-enable-chunked-prefill),
+// --max-model-len, --gpu-memory-utilization, --block-size, --kv-cache-dtype, --quantization.
+// Block sizes are vllm/config/cache.py's BlockSize = Literal[1, 8, 16, 32, 64, 128]
+// (https://docs.vllm.ai/en/v0.10.0/api/vllm/config.html). SchedulerConfig refuses
+// max_num_batched_tokens < max_num_seqs, and, without chunked prefill,
+// max_num_batched_tokens < max_model_len (a whole prompt must fit one step). With
+// --enable-expert-parallel the experts are spread over every tp x dp rank of the deployment
+// (EP size = tp * dp), never over a subset of a replica's tp ranks.
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/launch/emitters.h"
+#include "planner/launch/serve_launch.h"
+
+namespace parallax {
+namespace {
+
+constexpr std::array<int, 6> kVllmBlockSizes = {1, 8, 16, 32, 64, 128};
+
+std::string flag(const char* name, int64_t v) {
+  return std::string(name) + " " + std::to_string(v);
+}
+
+struct HfName {
+  const char* zoo;
+  const char* hf;
+};
+
+// Instruction-tuned checkpoints, the ones a server is deployed with.
+constexpr HfName kHfNames[] = {
+    {"llama2-7b", "meta-llama/Llama-2-7b-chat-hf"},
+    {"llama2-70b", "meta-llama/Llama-2-70b-chat-hf"},
+    {"llama3.1-8b", "meta-llama/Llama-3.1-8B-Instruct"},
+    {"llama3.1-70b", "meta-llama/Llama-3.1-70B-Instruct"},
+    {"llama3.1-405b", "meta-llama/Llama-3.1-405B-Instruct"},
+    {"mixtral-8x7b", "mistralai/Mixtral-8x7B-Instruct-v0.1"},
+    {"mixtral-8x22b", "mistralai/Mixtral-8x22B-Instruct-v0.1"},
+    {"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B"},
+    {"qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B"},
+    {"deepseek-v3", "deepseek-ai/DeepSeek-V3"},
+};
+
+std::vector<std::string> vllm_notes(const ModelSpec& m, const serving::Deployment& d) {
+  std::vector<std::string> notes;
+  notes.push_back("vLLM: " + m.name + " on " + std::to_string(d.gpus()) + " GPUs, tp" +
+                  std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" +
+                  std::to_string(d.dp) + (d.ep > 1 ? " ep" + std::to_string(d.ep) : "") +
+                  ", as parallax serve-plan simulated it.");
+  if (!hf_model_id(m.name))
+    notes.push_back("parallax knows no Hugging Face repository for '" + m.name +
+                    "': replace it with the model's path or repository id.");
+  if (d.dp > 1 && !m.moe)
+    notes.push_back("--data-parallel-size " + std::to_string(d.dp) +
+                    " runs the replicas behind one API server; for a dense model, " +
+                    std::to_string(d.dp) + " separate `vllm serve` instances of " +
+                    std::to_string(d.tp * d.pp) +
+                    " GPUs each (CUDA_VISIBLE_DEVICES, one port each) behind a router serve the "
+                    "same.");
+  if (d.dp > 1 && d.ep > 1)
+    notes.push_back(
+        "with --data-parallel-size, --enable-expert-parallel spreads the experts over "
+        "all tp x dp = " +
+        std::to_string(d.tp * d.dp) + " ranks, not within each replica as simulated.");
+  return notes;
+}
+
+}  // namespace
+
+std::optional<std::string> hf_model_id(const std::string& model_name) {
+  std::string key = model_name;
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const HfName& n : kHfNames)
+    if (key == n.zoo) return std::string(n.hf);
+  return std::nullopt;
+}
+
+Diagnostics check_vllm(const ModelSpec& m, const serving::Deployment& d,
+                       const ServeEngineSettings& s) {
+  Diagnostics out = serving::check_deployment(m, d, s.gpus);
+  if (d.tp < 1 || d.pp < 1 || d.dp < 1 || d.ep < 1) return out;  // reported; nothing more to say
+  if (std::find(kVllmBlockSizes.begin(), kVllmBlockSizes.end(), d.block_size) ==
+      kVllmBlockSizes.end())
+    out.push_back({"--block-size",
+                   "vLLM's CUDA KV-cache block size must be one of its sizes, got " +
+                       std::to_string(d.block_size) + ", want 1, 8, 16, 32, 64 or 128",
+                   "--block-size 16 (vLLM's default)"});
+  if (!s.enable_chunked_prefill) {
+    if (s.max_model_len <= 0)
+      out.push_back({"--max-model-len",
+                     "without chunked prefill vLLM needs max_num_batched_tokens >= max_model_len, "
+                     "and no max_model_len was given",
+                     "give the longest prompt + output, or turn chunked prefill on"});
+    else if (d.max_num_batched_tokens < s.max_model_len)
+      out.push_back({"--max-num-batched-tokens",
+                     "without chunked prefill a whole prompt must fit one step, got " +
+                         std::to_string(d.max_num_batched_tokens) +
+                         ", want >= max_model_len=" + std::to_string(s.max_model_len),
+                     "--max-num-batched-tokens " + std::to_string(s.max_model_len) +
+                         ", or --enable-chunked-prefill"});
+  }
+  if (d.ep > 1 && m.moe && d.ep != d.tp)
+    out.push_back({"--ep",
+                   "vLLM's --enable-expert-parallel spreads the experts over all tensor-parallel "
+                   "ranks of an instance, got ep=" +
+                       std::to_string(d.ep) + ", want 1 or tp=" + std::to_string(d.tp),
+                   "--ep " + std::to_string(d.tp) + " or --ep 1"});
+  return out;
+}
+
+Result<std::string> emit_vllm(const ModelSpec& m, const serving::Deployment& d,
+                              const ServeEngineSettings& s) {
+  Diagnostics bad = check_vllm(m, d, s);
+  if (!bad.empty()) return bad;
+  std::vector<std::string> lines = {flag("--tensor-parallel-size", d.tp)};
+  lines.push_back(flag("--pipeline-parallel-size", d.pp));
+  if (d.dp > 1) lines.push_back(flag("--data-parallel-size", d.dp));
+  if (d.ep > 1) lines.push_back("--enable-expert-parallel");
+  lines.push_back(flag("--max-num-seqs", d.max_num_seqs));
+  lines.push_back(flag("--max-num-batched-tokens", d.max_num_batched_tokens));
+  lines.push_back(s.enable_chunked_prefill ? "--enable-chunked-prefill"
+                                           : "--no-enable-chunked-prefill");
+  if (s.max_model_len > 0) lines.push_back(flag("--max-model-len", s.max_model_len));
+  lines.push_back("--gpu-memory-utilization " + launch::number_text(d.gpu_memory_utilization));
+  lines.push_back(flag("--block-size", d.block_size));
+  lines.push_back("--kv-cache-dtype auto");  // the simulated KV cache is bf16
+  if (d.precision == Precision::kFp8) lines.push_back("--quantization fp8");
+  if (d.precision == Precision::kFp32) lines.push_back("--dtype float32");
+  return launch::comment_lines(vllm_notes(m, d)) + "vllm serve " +
+         hf_model_id(m.name).value_or(m.name) + " \\\n" + launch::shell_continued(lines, 2);
+}
+
+}  // namespace parallax
