@@ -72,6 +72,11 @@ struct PassInput {
   int64_t batch = 0, seq = 0;
   bool train = false;  ///< keep every block's activations and allocate backward buffers
   ParamUnits units{};  ///< told where the pass uses each parameter unit
+  /// Generation: attention against this cache (K and V of positions [pos, pos + seq) added);
+  /// `tokens` then holds batch rows of seq inputs (no targets), or nothing on a stage without
+  /// the embedding.
+  KvCache<T>* cache = nullptr;
+  int64_t pos = 0;
 };
 
 /// One forward (and, when training, backward) pass of a Transformer (or of one pipeline stage
@@ -94,6 +99,8 @@ class Pass {
   void backward(std::span<T> grads, std::span<const T> d_output = {});
   /// The routing of the forward (training passes keep every layer's).
   Routing routing() const;
+  /// After forward on the head stage: the logits of each sequence's last position.
+  std::vector<T> last_logits() const;
   const StageRange& stage() const { return stage_; }
   /// The residual stream: the stage's output after forward, its input gradient after backward.
   std::span<const T> stream() const { return {h_.data(), static_cast<size_t>(h_.size())}; }
@@ -120,6 +127,8 @@ class Pass {
     return {m.experts, m.top_k, m.expert_ffn_hidden, shape_.hidden, m.aux_loss_coeff, moe_tokens()};
   }
   void forward_block(int64_t layer, BlockActs<T>& a);
+  /// Adds the block's K and V to the cache and attends to it.
+  void attend_cached(int64_t layer, BlockActs<T>& a);
   /// h += swiglu(xn w_gate, xn w_up) w_down, summed over the tensor-parallel group.
   void forward_mlp(const BlockSlots& b, BlockActs<T>& a);
   void backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> grads);
@@ -234,27 +243,34 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
            "load-balanced context parallelism wants both chunks of each sequence, got batch="
                << in.batch);
   const int64_t seq_full = in.seq * parts_ * cp_.size;
+  PX_CHECK(!in.cache || (cp_.size == 1 && !sp_ && in.batch == in.cache->batch() &&
+                         in.pos + in.seq <= in.cache->max_len()),
+           "a cached pass of positions [" << in.pos << ", " << in.pos + in.seq
+                                          << ") needs a cache of the batch that holds them");
   for (int64_t h = 0; h < parts_; ++h) {
     int64_t chunk = cp_.rank;  // contiguous: this rank's chunk; balanced: rank and 2cp-1-rank
     if (h == 1) chunk = 2 * cp_.size - 1 - cp_.rank;
-    const int64_t offset = chunk * in.seq;
-    part_shape_.push_back({in.batch / parts_, in.seq, heads_, kv_heads_, shape_.head_dim,
-                           cp_.size > 1 ? seq_full : 0, offset});
+    const int64_t offset = in.cache ? in.pos : chunk * in.seq;
+    const int64_t keys = in.cache ? in.cache->max_len() : cp_.size > 1 ? seq_full : 0;
+    part_shape_.push_back(
+        {in.batch / parts_, in.seq, heads_, kv_heads_, shape_.head_dim, keys, offset});
     part_rope_.emplace_back(in.seq, shape_.head_dim, shape_.rope_theta, offset);
   }
   PX_CHECK(static_cast<int64_t>(in.params.size()) == model.num_params(),
            "params has " << in.params.size() << " values, the model " << model.num_params());
-  PX_CHECK(static_cast<int64_t>(in.tokens.size()) == in.batch * (in.seq + 1),
-           "tokens has " << in.tokens.size()
-                         << " ids, want batch * (seq + 1) = " << in.batch * (in.seq + 1));
+  // A row of ids: seq inputs and the next id (the last target); a cached pass has no targets.
+  const int64_t row = in.cache ? in.seq : in.seq + 1;
+  const bool no_ids = in.cache && !stage_.embed && in.tokens.empty();
+  PX_CHECK(no_ids || static_cast<int64_t>(in.tokens.size()) == in.batch * row,
+           "tokens has " << in.tokens.size() << " ids, want " << in.batch * row);
   const int64_t h = shape_.hidden, q_cols = heads_ * shape_.head_dim,
                 kv_cols = kv_heads_ * shape_.head_dim;
   inputs_.resize(static_cast<size_t>(n_));
   targets_.resize(static_cast<size_t>(n_));
-  for (int64_t b = 0; b < in.batch; ++b) {
+  for (int64_t b = 0; b < in.batch && !no_ids; ++b) {
     for (int64_t s = 0; s < in.seq; ++s) {
-      inputs_[b * in.seq + s] = in.tokens[b * (in.seq + 1) + s];
-      targets_[b * in.seq + s] = in.tokens[b * (in.seq + 1) + s + 1];
+      inputs_[b * in.seq + s] = in.tokens[b * row + s];
+      targets_[b * in.seq + s] = in.cache ? 0 : in.tokens[b * row + s + 1];
     }
   }
   for (int32_t t : in.tokens)
@@ -365,7 +381,9 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
   a.v.noalias() = xn_ * mat(p, at(b.wv));
   rotate(a.q, heads_, false);
   rotate(a.k, kv_heads_, false);
-  if (cp_.size == 1) {
+  if (in_.cache) {
+    attend_cached(layer, a);
+  } else if (cp_.size == 1) {
     ops::attention_forward<T>(part_shape_[0], a.q, a.k, a.v, a.attn, a.lse);
   } else {
     cp_gather(a.k, k_all_);
@@ -411,6 +429,19 @@ void Pass<T>::forward_mlp(const BlockSlots& b, BlockActs<T>& a) {
     xn_.noalias() = act_ * mat(p, at(b.w_down));
     add_reduced(xn_);
   }
+}
+
+template <typename T>
+void Pass<T>::attend_cached(int64_t layer, BlockActs<T>& a) {
+  KvCache<T>& c = *in_.cache;
+  const auto i = static_cast<size_t>(layer - stage_.first_layer);
+  const int64_t n = in_.seq, rows = c.batch() * c.max_len(), cols = c.kv_cols();
+  Eigen::Map<RowMatrix<T>> k(c.k(i).data(), rows, cols), v(c.v(i).data(), rows, cols);
+  for (int64_t b = 0; b < c.batch(); ++b) {
+    k.middleRows(b * c.max_len() + in_.pos, n) = a.k.middleRows(b * n, n);
+    v.middleRows(b * c.max_len() + in_.pos, n) = a.v.middleRows(b * n, n);
+  }
+  ops::attention_forward<T>(part_shape_[0], a.q, k, v, a.attn, a.lse);
 }
 
 template <typename T>
@@ -643,6 +674,22 @@ Routing Pass<T>::routing() const {
   return r;
 }
 
+template <typename T>
+std::vector<T> Pass<T>::last_logits() const {
+  PX_CHECK(stage_.head, "logits on a stage without the output layer");
+  const bool tied = shape_.tied_embeddings;
+  const auto w = mat(in_.params, tied ? layout_.front() : layout_.back());
+  const int64_t batch = in_.batch, n = in_.seq;
+  RowMatrix<T> last(batch, shape_.hidden), z(batch, shape_.vocab);
+  for (int64_t b = 0; b < batch; ++b) last.row(b) = xf_.row(b * n + n - 1);
+  if (tied) {
+    z.noalias() = last * w.transpose();
+  } else {
+    z.noalias() = last * w;
+  }
+  return std::vector<T>(z.data(), z.data() + z.size());
+}
+
 }  // namespace detail
 
 using detail::Pass;
@@ -673,6 +720,35 @@ T Transformer<T>::loss_and_grad(std::span<const T> params, std::span<const int32
   return static_cast<T>(total);
 }
 
+template <typename T>
+std::vector<T> Transformer<T>::decode(std::span<const T> params, KvCache<T>& cache,
+                                      std::span<const int32_t> tokens, std::span<const T> input,
+                                      int64_t n, int64_t pos) const {
+  PassInput<T> in{params, tokens, cache.batch(), n, false};
+  in.cache = &cache;
+  in.pos = pos;
+  Pass<T> pass(*this, in);
+  pass.forward(input);
+  if (!stage_.head) return std::vector<T>(pass.stream().begin(), pass.stream().end());
+  return pass.last_logits();
+}
+
+template <typename T>
+KvCache<T>::KvCache(const Transformer<T>& model, int64_t batch, int64_t max_len)
+    : batch_(batch), max_len_(max_len) {
+  PX_CHECK(batch > 0 && max_len > 0, "a KV cache of " << batch << " x " << max_len);
+  const StageRange& st = model.stage();
+  for (int64_t l = st.first_layer; l < st.end_layer; ++l) {
+    const std::string wk = "layers." + std::to_string(l) + ".wk";
+    for (const TensorSlot& t : model.layout())
+      if (t.name == wk) kv_cols_ = t.cols;
+    k_.emplace_back(static_cast<size_t>(batch * max_len * kv_cols_), T(0));
+    v_.emplace_back(static_cast<size_t>(batch * max_len * kv_cols_), T(0));
+  }
+}
+
+template class KvCache<float>;
+template class KvCache<double>;
 template class Transformer<float>;
 template class Transformer<double>;
 

@@ -159,6 +159,29 @@ struct ParamUnits {
   std::function<void(int64_t unit)> gather, release, grads_done;
 };
 
+template <typename T>
+class Transformer;
+
+/// The KV cache of a pipeline stage for generation: per block, K and V (after rotary) of
+/// `batch` sequences of up to `max_len` positions each, rows b * max_len + p, this
+/// tensor-parallel rank's KV heads. Filled by Transformer::decode.
+template <typename T>
+class KvCache {
+ public:
+  KvCache(const Transformer<T>& model, int64_t batch, int64_t max_len);
+  int64_t batch() const { return batch_; }
+  int64_t max_len() const { return max_len_; }
+  /// K or V of block `i` of the stage (0 = its first layer): batch * max_len rows of
+  /// kv_cols values.
+  std::span<T> k(size_t i) { return k_[i]; }
+  std::span<T> v(size_t i) { return v_[i]; }
+  int64_t kv_cols() const { return kv_cols_; }
+
+ private:
+  int64_t batch_ = 0, max_len_ = 0, kv_cols_ = 0;
+  std::vector<std::vector<T>> k_, v_;
+};
+
 namespace detail {
 template <typename T>
 class Pass;
@@ -239,6 +262,16 @@ class Transformer {
   T loss_and_grad(std::span<const T> params, std::span<const int32_t> tokens, int64_t batch,
                   int64_t seq, T grad_scale, std::span<T> grads) const;
 
+  /// Generation: positions [pos, pos + n) of the cache's sequences through the stage, the same
+  /// operators as training with attention against the cache (their K and V added to it; query
+  /// i sees keys 0..pos + i), from `tokens` (batch * n ids, the embedding stage) or `input`
+  /// (the previous stage's output, batch * n * hidden). Returns the stream leaving the stage,
+  /// or on the head stage the logits of each sequence's last position (batch * vocab). MoE
+  /// layers run every expert of the stage (no expert parallelism); no context parallelism.
+  std::vector<T> decode(std::span<const T> params, KvCache<T>& cache,
+                        std::span<const int32_t> tokens, std::span<const T> input, int64_t n,
+                        int64_t pos) const;
+
  private:
   friend class detail::Pass<T>;
   ModelShape shape_;
@@ -290,6 +323,8 @@ class StagePass {
   std::unique_ptr<detail::Pass<T>> pass_;
 };
 
+extern template class KvCache<float>;
+extern template class KvCache<double>;
 extern template class Transformer<float>;
 extern template class Transformer<double>;
 extern template class StagePass<float>;
