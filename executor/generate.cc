@@ -64,14 +64,16 @@ Result<GenerateResult> generate(const ModelShape& shape,
                    "generation runs on tp * pp = " + std::to_string(o.tp * o.pp) +
                        " ranks, the job has " + std::to_string(group.size()),
                    "data and context parallelism do not apply to generation here"});
-  if (shape.layers % o.pp != 0)
-    bad.push_back({"--pp",
-                   std::to_string(shape.layers) +
-                       " layers do not split into pp=" + std::to_string(o.pp) + " stages",
-                   ""});
-  if (shape.kv_heads % o.tp != 0 || shape.ffn_hidden % o.tp != 0)
-    bad.push_back(
-        {"--tp", "tp=" + std::to_string(o.tp) + " must divide kv_heads and ffn_hidden", ""});
+  // The layout rules of training (tp dividing the heads and the MLP, layers splitting into
+  // stages) for one sequence a step on tp * pp ranks.
+  TrainOptions layout;
+  layout.tp = o.tp;
+  layout.pp = o.pp;
+  layout.seq = std::max<int64_t>(1, static_cast<int64_t>(prompts.empty() ? 1 : prompts[0].size()));
+  layout.micro_batch = layout.global_batch = 1;
+  layout.steps = 1;
+  const Diagnostics rules = check_training(shape, layout, std::max(1, o.tp * o.pp));
+  bad.insert(bad.end(), rules.begin(), rules.end());
   if (!bad.empty()) return bad;
   auto groups = split_groups(group, o.tp, 1, o.pp);
   if (!groups) return groups.errors();
