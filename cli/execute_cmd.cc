@@ -1,5 +1,5 @@
-// `parallax execute`: train the plan's model for real on CPU ranks (one MPI process per rank)
-// and report loss, step time, throughput and memory.
+// `parallax execute`: train the plan's model for real on CPU ranks (one MPI process per rank) or
+// one GPU (--backend cuda), and report loss, step time, throughput and memory.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -435,9 +435,9 @@ int run(const Opts& o) {
 
 void add_execute_command(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand(
-      "execute",
-      "Train the plan's model for real on CPU ranks (one MPI process per rank) and measure it");
+  CLI::App* cmd = app.add_subcommand("execute",
+                                     "Train the plan's model for real on CPU ranks (one MPI "
+                                     "process per rank) or one GPU, and measure it");
   add_layout_flags(cmd, &o->layout);
   cmd->add_option("--backend", o->backend,
                   "cpu (Eigen, one MPI process per rank) or cuda (one GPU: cuBLAS and our "

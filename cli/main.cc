@@ -6,11 +6,11 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "parallax: find the best way to train a large model on a GPU cluster. Predicts the step "
-      "time and memory of any data, tensor, pipeline, context and expert parallel layout "
-      "(discrete-event simulation), searches and ranks layouts, writes the launch config for "
-      "Megatron-LM, DeepSpeed, TorchTitan, torchrun or Slurm, and checks predictions against "
-      "measured runs."};
+      "parallax: find the best way to train and serve a large model on a GPU cluster. Predicts "
+      "the step time and memory of any data, tensor, pipeline, context and expert parallel "
+      "layout (discrete-event simulation), searches and ranks layouts, writes the launch config "
+      "for Megatron-LM, DeepSpeed, TorchTitan, torchrun or Slurm, checks predictions against "
+      "measured runs, and simulates and plans serving deployments (vLLM, SGLang)."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("parallax 0.1.0"));
   app.footer(
