@@ -1,13 +1,20 @@
 // `parallax serve`: a request-level simulation of serving a model on a deployment (vLLM-style
 // continuous batching over a paged KV cache), each engine step priced by the training
 // simulator's cost functions.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/json_io.h"
 #include "core/text.h"
+#include "simulator/cost/collective_cost.h"
+#include "simulator/serving/pd_sim.h"
 #include "simulator/serving/serve_sim.h"
 #include "simulator/serving/step_cost.h"
 #include "simulator/serving/step_shape.h"
@@ -29,19 +36,80 @@ struct Opts {
   int chunked_prefill = 1;
   int64_t long_prefill = 0;
   double slo_ttft = 0, slo_tpot = 0;
+  std::string pd;                        ///< --pd P:D; empty = colocated
+  int64_t prefill_max_batched = kUnset;  ///< --prefill-max-num-batched-tokens
 };
+
+/// The --pd split of the replicas; prefill = 0 when colocated.
+struct PdSplit {
+  int prefill = 0, decode = 0;
+  bool on() const { return prefill > 0; }
+};
+
+/// Parses `--pd P:D` against the dp replicas, appending every problem to `bad`.
+PdSplit parse_pd(const Opts& o, int dp, Diagnostics* bad) {
+  PdSplit pd;
+  if (o.pd.empty()) {
+    if (o.prefill_max_batched != kUnset)
+      bad->push_back({"--prefill-max-num-batched-tokens",
+                      "applies to the prefill pool of a disaggregated deployment, got no --pd",
+                      "add --pd P:D"});
+    return pd;
+  }
+  const size_t colon = o.pd.find(':');
+  std::size_t used_p = 0, used_d = 0;
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    pd.prefill = std::stoi(o.pd.substr(0, colon), &used_p);
+    pd.decode = std::stoi(o.pd.substr(colon + 1), &used_d);
+  } catch (const std::exception&) {
+    used_p = 0;
+  }
+  if (used_p == 0 || used_p != colon || used_d != o.pd.size() - colon - 1) {
+    bad->push_back({"--pd", "must be P:D, prefill and decode replicas, got '" + o.pd + "'",
+                    "e.g. --pd 1:1 on two replicas"});
+    return PdSplit{};
+  }
+  if (pd.prefill < 1 || pd.decode < 1 || pd.prefill + pd.decode != dp) {
+    bad->push_back(
+        {"--pd",
+         "P + D must split the dp=" + std::to_string(dp) + " replicas with P, D >= 1, got " +
+             std::to_string(pd.prefill) + " + " + std::to_string(pd.decode),
+         "dp = gpus / (tp * pp); e.g. --pd " + std::to_string(std::max(1, dp - 1)) + ":1"});
+    return PdSplit{};
+  }
+  if (o.prefill_max_batched != kUnset && o.prefill_max_batched < 1)
+    bad->push_back({"--prefill-max-num-batched-tokens",
+                    "must be >= 1, got " + std::to_string(o.prefill_max_batched), ""});
+  return pd;
+}
+
+/// Seconds to move a prompt's KV cache from a prefill replica to a decode replica: each of the
+/// replica's tp * pp GPUs sends its own shard, kv_bytes_per_token (kv_budget's, per GPU over
+/// its layers) x prompt tokens, to its peer GPU in the decode replica over the scale-out
+/// network, all GPUs at once: t = sendrecv(bytes per GPU) on a pair in two domains.
+serving::KvTransferTime kv_transfer(const HwProfile& hw, double kv_bytes_per_token_per_gpu) {
+  return [comm = CollectiveCost(hw), kv_bytes_per_token_per_gpu](int64_t tokens) {
+    const double bytes = kv_bytes_per_token_per_gpu * static_cast<double>(tokens);
+    return comm.time(CollectiveOp::kSendRecv, bytes, GroupShape{2, 1, 2}).time_s;
+  };
+}
 
 Json stats_json(const serving::Stats& s) {
   return Json{{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"max", s.max}};
 }
 
-/// Chrome trace-event JSON: one process per replica, one complete event per engine step.
-Json iteration_trace(const serving::ServeResult& r) {
+/// Chrome trace-event JSON: one process per engine (a decode replica after every prefill one),
+/// one complete event per engine step.
+Json iteration_trace(const serving::ServeResult& r, int prefill_replicas) {
   Json events = Json::array();
-  for (const serving::IterationRecord& it : r.iteration_records)
-    events.push_back({{"name", it.prefill_tokens > 0 ? "prefill+decode" : "decode"},
+  for (const serving::IterationRecord& it : r.iteration_records) {
+    const char* name = it.prefill_tokens == 0  ? "decode"
+                       : it.decode_tokens == 0 ? "prefill"
+                                               : "prefill+decode";
+    events.push_back({{"name", name},
                       {"ph", "X"},
-                      {"pid", it.replica},
+                      {"pid", it.pool == 1 ? prefill_replicas + it.replica : it.replica},
                       {"tid", 0},
                       {"ts", it.start_s * 1e6},
                       {"dur", it.duration_s * 1e6},
@@ -51,6 +119,7 @@ Json iteration_trace(const serving::ServeResult& r) {
                         {"seqs", it.num_seqs},
                         {"running", it.running_seqs},
                         {"kv_blocks", it.kv_blocks_used}}}});
+  }
   return Json{{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
@@ -59,90 +128,128 @@ void print_stats(const char* name, const serving::Stats& s, double scale, const 
               s.p50 * scale, s.p90 * scale, s.p99 * scale, unit);
 }
 
-int run(Opts o) {
-  auto in = resolve_serving_inputs(o.model, o.cluster, o.profiles_dir, o.precision);
-  if (!in) return report_errors(in.errors());
-  const ModelSpec* model = &in->model;
-  const HwProfile* hw = &in->hw;
-  Deployment d = o.engine;
-  d.tp = o.tp;
-  d.pp = o.pp;
-  d.ep = o.ep;
-  d.precision = in->precision;
-  if (o.dp != kUnset)
-    d.dp = static_cast<int>(o.dp);
-  else if (o.gpus != kUnset)
-    d.dp = static_cast<int>(std::max<int64_t>(1, o.gpus / (int64_t{o.tp} * o.pp)));
-  const int gpus = o.gpus != kUnset ? static_cast<int>(o.gpus) : d.gpus();
-  Diagnostics bad = serving::check_deployment(*model, d, gpus);
-  if (o.rate < 0) bad.push_back({"--rate", "must be 0 (all at once) or more", ""});
-  if (o.requests_file.empty() && (o.requests < 1 || o.prompt_len < 1 || o.output_len < 1))
-    bad.push_back({"--requests", "requests, prompt and output lengths must be at least 1", ""});
-  if (!bad.empty()) return report_errors(bad);
-  auto budget = serving::kv_budget(*model, *hw, d);
-  if (!budget) return report_errors(budget.errors());
+/// What a simulation was run on, for the report.
+struct Setup {
+  const ModelSpec* model = nullptr;
+  const HwProfile* hw = nullptr;
+  Deployment d;
+  serving::KvBudget budget;       ///< of a colocated or decode replica
+  PdSplit pd;                     ///< prefill = 0: colocated
+  int64_t prefill_blocks = 0;     ///< KV blocks of a prefill replica
+  double kv_transfer_mean_s = 0;  ///< over the requests that reach the decode pool
+  int64_t typical_prompt = 0;     ///< --prompt-len, or a trace's mean prompt
+  double typical_transfer_s = 0;  ///< the KV transfer of that prompt
+};
 
-  std::vector<serving::Request> requests;
-  if (!o.requests_file.empty()) {
-    auto text = read_file(o.requests_file);
-    if (!text) return report_errors(text.errors());
-    auto parsed = serving::parse_requests(text.value(), o.requests_file);
-    if (!parsed) return report_errors(parsed.errors());
-    requests = std::move(parsed).value();
-  } else {
-    requests = serving::poisson_requests(o.requests, o.rate, o.prompt_len, o.output_len, o.seed);
-  }
+Result<std::vector<serving::Request>> load_requests(const Opts& o) {
+  if (o.requests_file.empty())
+    return serving::poisson_requests(o.requests, o.rate, o.prompt_len, o.output_len, o.seed);
+  auto text = read_file(o.requests_file);
+  if (!text) return text.errors();
+  return serving::parse_requests(text.value(), o.requests_file);
+}
+
+/// Runs the simulation `s` describes: colocated on d.dp replicas, or disaggregated on the
+/// --pd split (then also fills the prefill pool's blocks and the KV transfer times in `s`).
+Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::Request>& requests,
+                                      Setup* s) {
   const serving::ServeConfig config =
-      serving::engine_config(d, budget->blocks, o.chunked_prefill != 0, o.long_prefill);
-  const serving::StepCost cost(*model, *hw, d);
-  auto result = serving::simulate_serving(
-      requests, config,
-      [&cost](const serving::IterationBatch& b) { return cost.time_s(serving::step_shape(b)); },
-      serving::SloSpec{o.slo_ttft, o.slo_tpot}, !o.trace.empty());
-  if (!result) return report_errors(result.errors());
-  const serving::ServeResult& r = result.value();
-  if (!o.trace.empty()) {
-    auto w = write_file_atomic(o.trace, iteration_trace(r).dump());
-    if (!w) return report_errors(w.errors());
+      serving::engine_config(s->d, s->budget.blocks, o.chunked_prefill != 0, o.long_prefill);
+  const serving::StepCost cost(*s->model, *s->hw, s->d);
+  const serving::IterationCost price = [&cost](const serving::IterationBatch& b) {
+    return cost.time_s(serving::step_shape(b));
+  };
+  const serving::SloSpec slo{o.slo_ttft, o.slo_tpot};
+  if (!s->pd.on()) return serving::simulate_serving(requests, config, price, slo, !o.trace.empty());
+
+  Deployment pre = s->d;
+  if (o.prefill_max_batched != kUnset) pre.max_num_batched_tokens = o.prefill_max_batched;
+  auto pre_budget = serving::kv_budget(*s->model, *s->hw, pre);
+  if (!pre_budget) return pre_budget.errors();
+  s->prefill_blocks = pre_budget->blocks;
+  const serving::StepCost pre_cost(*s->model, *s->hw, pre);
+  serving::PdConfig pd;
+  pd.prefill =
+      serving::engine_config(pre, pre_budget->blocks, o.chunked_prefill != 0, o.long_prefill)
+          .scheduler;
+  pd.decode = config.scheduler;
+  pd.prefill_replicas = s->pd.prefill;
+  pd.decode_replicas = s->pd.decode;
+  const serving::KvTransferTime transfer = kv_transfer(*s->hw, s->budget.kv_bytes_per_token);
+  double sum = 0, prompts = 0;
+  int64_t moved = 0;
+  for (const serving::Request& r : requests) {
+    prompts += static_cast<double>(r.prompt_len);
+    if (r.output_len < 2) continue;
+    sum += transfer(r.prompt_len);
+    ++moved;
   }
-  if (o.format == "json") {
-    Json j = {{"model", model->name},
-              {"cluster", hw->name},
-              {"deployment",
-               {{"gpus", d.gpus()}, {"tp", d.tp}, {"pp", d.pp}, {"dp", d.dp}, {"ep", d.ep}}},
-              {"requests", static_cast<int64_t>(r.requests.size())},
-              {"duration_s", r.duration_s},
-              {"requests_per_s", r.requests_per_s},
-              {"throughput_tokens_per_s", r.output_tokens_per_s},
-              {"output_tokens_per_s_per_gpu", r.output_tokens_per_s / d.gpus()},
-              {"total_tokens_per_s", r.total_tokens_per_s},
-              {"goodput_requests_per_s", r.goodput_requests_per_s},
-              {"ttft_s", stats_json(r.ttft_s)},
-              {"tpot_s", stats_json(r.tpot_s)},
-              {"itl_s", stats_json(r.itl_s)},
-              {"e2e_s", stats_json(r.e2e_s)},
-              {"queue_s", stats_json(r.queue_s)},
-              {"preemptions", r.preemptions},
-              {"iterations", r.iterations},
-              {"kv_cache",
-               {{"blocks", budget->blocks},
-                {"tokens", budget->tokens()},
-                {"gib_per_gpu", budget->kv_gib},
-                {"weights_gib_per_gpu", budget->weights_gib},
-                {"activation_gib_per_gpu", budget->activation_gib},
-                {"utilization_mean", r.kv_utilization_mean},
-                {"utilization_max", r.kv_utilization_max}}}};
-    std::cout << j.dump(2) << "\n";
-    return 0;
-  }
-  std::printf("%s on %d x %s: tp%d pp%d dp%d ep%d, %s\n", model->name.c_str(), d.gpus(),
-              hw->name.c_str(), d.tp, d.pp, d.dp, d.ep, to_string(d.precision));
+  s->kv_transfer_mean_s = moved > 0 ? sum / static_cast<double>(moved) : 0.0;
+  s->typical_prompt =
+      o.requests_file.empty() || requests.empty()
+          ? o.prompt_len
+          : static_cast<int64_t>(std::llround(prompts / static_cast<double>(requests.size())));
+  s->typical_transfer_s = transfer(s->typical_prompt);
+  return serving::simulate_disaggregated(
+      requests, pd,
+      [&pre_cost](const serving::IterationBatch& b) {
+        return pre_cost.time_s(serving::step_shape(b));
+      },
+      price, transfer, slo, !o.trace.empty());
+}
+
+void print_json(const Setup& s, const serving::ServeResult& r) {
+  const Deployment& d = s.d;
+  Json j = {
+      {"model", s.model->name},
+      {"cluster", s.hw->name},
+      {"deployment", {{"gpus", d.gpus()}, {"tp", d.tp}, {"pp", d.pp}, {"dp", d.dp}, {"ep", d.ep}}},
+      {"requests", static_cast<int64_t>(r.requests.size())},
+      {"duration_s", r.duration_s},
+      {"requests_per_s", r.requests_per_s},
+      {"throughput_tokens_per_s", r.output_tokens_per_s},
+      {"output_tokens_per_s_per_gpu", r.output_tokens_per_s / d.gpus()},
+      {"total_tokens_per_s", r.total_tokens_per_s},
+      {"goodput_requests_per_s", r.goodput_requests_per_s},
+      {"ttft_s", stats_json(r.ttft_s)},
+      {"tpot_s", stats_json(r.tpot_s)},
+      {"itl_s", stats_json(r.itl_s)},
+      {"e2e_s", stats_json(r.e2e_s)},
+      {"queue_s", stats_json(r.queue_s)},
+      {"preemptions", r.preemptions},
+      {"iterations", r.iterations},
+      {"kv_cache",
+       {{"blocks", s.budget.blocks},
+        {"tokens", s.budget.tokens()},
+        {"gib_per_gpu", s.budget.kv_gib},
+        {"weights_gib_per_gpu", s.budget.weights_gib},
+        {"activation_gib_per_gpu", s.budget.activation_gib},
+        {"utilization_mean", r.kv_utilization_mean},
+        {"utilization_max", r.kv_utilization_max}}}};
+  if (s.pd.on())
+    j["pd"] = {{"prefill_replicas", s.pd.prefill},
+               {"decode_replicas", s.pd.decode},
+               {"prefill_kv_blocks", s.prefill_blocks},
+               {"kv_transfer_s_mean", s.kv_transfer_mean_s}};
+  std::cout << j.dump(2) << "\n";
+}
+
+void print_table(const Opts& o, const Setup& s, const serving::ServeResult& r) {
+  const Deployment& d = s.d;
+  std::printf("%s on %d x %s: tp%d pp%d dp%d ep%d, %s\n", s.model->name.c_str(), d.gpus(),
+              s.hw->name.c_str(), d.tp, d.pp, d.dp, d.ep, to_string(d.precision));
   std::printf(
       "  KV cache   %lld blocks of %d (%lld tokens) per replica: %.1f GiB a GPU after %.1f GiB "
       "of weights and %.1f of activations (memory fraction %.2f)\n",
-      static_cast<long long>(budget->blocks), d.block_size,
-      static_cast<long long>(budget->tokens()), budget->kv_gib, budget->weights_gib,
-      budget->activation_gib, d.gpu_memory_utilization);
+      static_cast<long long>(s.budget.blocks), d.block_size,
+      static_cast<long long>(s.budget.tokens()), s.budget.kv_gib, s.budget.weights_gib,
+      s.budget.activation_gib, d.gpu_memory_utilization);
+  if (s.pd.on())
+    std::printf(
+        "  disaggregated: %d prefill + %d decode replicas, KV transfer of a %lld-token prompt "
+        "%.2f ms (mean %.2f ms)\n",
+        s.pd.prefill, s.pd.decode, static_cast<long long>(s.typical_prompt),
+        s.typical_transfer_s * 1e3, s.kv_transfer_mean_s * 1e3);
   std::printf("  requests   %zu over %.1f s (%.2f req/s), %lld engine steps, %lld preemptions\n",
               r.requests.size(), r.duration_s, r.requests_per_s,
               static_cast<long long>(r.iterations), static_cast<long long>(r.preemptions));
@@ -158,6 +265,48 @@ int run(Opts o) {
   if (o.slo_ttft > 0 || o.slo_tpot > 0)
     std::printf("  goodput    %.2f req/s meet TTFT <= %.0f ms and TPOT <= %.0f ms\n",
                 r.goodput_requests_per_s, o.slo_ttft * 1e3, o.slo_tpot * 1e3);
+}
+
+int run(Opts o) {
+  auto in = resolve_serving_inputs(o.model, o.cluster, o.profiles_dir, o.precision);
+  if (!in) return report_errors(in.errors());
+  Setup s;
+  s.model = &in->model;
+  s.hw = &in->hw;
+  Deployment& d = s.d;
+  d = o.engine;
+  d.tp = o.tp;
+  d.pp = o.pp;
+  d.ep = o.ep;
+  d.precision = in->precision;
+  if (o.dp != kUnset)
+    d.dp = static_cast<int>(o.dp);
+  else if (o.gpus != kUnset)
+    d.dp = static_cast<int>(std::max<int64_t>(1, o.gpus / (int64_t{o.tp} * o.pp)));
+  const int gpus = o.gpus != kUnset ? static_cast<int>(o.gpus) : d.gpus();
+  Diagnostics bad = serving::check_deployment(*s.model, d, gpus);
+  if (o.rate < 0) bad.push_back({"--rate", "must be 0 (all at once) or more", ""});
+  if (o.requests_file.empty() && (o.requests < 1 || o.prompt_len < 1 || o.output_len < 1))
+    bad.push_back({"--requests", "requests, prompt and output lengths must be at least 1", ""});
+  s.pd = parse_pd(o, d.dp, &bad);
+  if (!bad.empty()) return report_errors(bad);
+  auto budget = serving::kv_budget(*s.model, *s.hw, d);
+  if (!budget) return report_errors(budget.errors());
+  s.budget = budget.value();
+
+  auto requests = load_requests(o);
+  if (!requests) return report_errors(requests.errors());
+  auto result = simulate(o, requests.value(), &s);
+  if (!result) return report_errors(result.errors());
+  const serving::ServeResult& r = result.value();
+  if (!o.trace.empty()) {
+    auto w = write_file_atomic(o.trace, iteration_trace(r, s.pd.prefill).dump());
+    if (!w) return report_errors(w.errors());
+  }
+  if (o.format == "json")
+    print_json(s, r);
+  else
+    print_table(o, s, r);
   return 0;
 }
 
@@ -196,11 +345,15 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "tokens a prefill may compute in one step (0: no cap)");
   cmd->add_option("--slo-ttft", o->slo_ttft, "TTFT target for goodput, seconds (0: none)");
   cmd->add_option("--slo-tpot", o->slo_tpot, "TPOT target for goodput, seconds (0: none)");
+  cmd->add_option("--pd", o->pd,
+                  "P:D: disaggregate the dp replicas into P prefill and D decode replicas");
+  cmd->add_option("--prefill-max-num-batched-tokens", o->prefill_max_batched,
+                  "tokens of one prefill-pool step at most (default --max-num-batched-tokens)");
   cmd->add_option("--format", o->format, "table | json")->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace of the engine steps");
   cmd->footer(
       "Defaults: llama3.1-70b on 8 x h100-sxm-80gb, tp8, 1000 requests of 1024 + 256 tokens "
-      "arriving at 4/s, vLLM's engine defaults.\n"
+      "arriving at 4/s, vLLM's engine defaults, colocated prefill and decode.\n"
       "Exit code: 0 simulated, 2 bad input (including a deployment that does not fit).");
   cmd->callback([o, exit_code] { *exit_code = run(*o); });
 }

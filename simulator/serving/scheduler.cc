@@ -87,6 +87,19 @@ void Scheduler::add(const Request& r) {
   waiting_.push_back(static_cast<int32_t>(seqs_.size() - 1));
 }
 
+void Scheduler::add_prefilled(const Request& r) {
+  PX_CHECK(r.output_len >= 2, "Scheduler::add_prefilled: request "
+                                  << r.id << " has output_len=" << r.output_len
+                                  << ", nothing left to decode");
+  add(r);
+  // Its blocks are allocated at admission (allocate() covers computed + new tokens), so the
+  // transferred KV takes cache space only once the request is admitted, as vLLM's connector
+  // allocates the blocks it loads into.
+  Seq& s = seqs_.back();
+  s.generated = 1;
+  s.computed = s.prompt_len;
+}
+
 int64_t Scheduler::wanted_tokens(const Seq& s) const {
   int64_t n = s.num_tokens() - s.computed;
   const int64_t cap = config_.long_prefill_token_threshold;

@@ -92,6 +92,14 @@ class Scheduler {
   /// (check_requests_fit): a request that can never run would stall the engine forever.
   void add(const Request& r);
 
+  /// Queues, at the back of WAITING, a request whose prompt was computed elsewhere and whose
+  /// first token was sampled there (disaggregated decode, as vLLM's KV connector hands it over):
+  /// it holds 1 output token and its prompt's KV counts as computed, so admission allocates
+  /// blocks for prompt_len + 1 tokens and computes one decode token. A preemption drops that
+  /// KV like any other: the request then recomputes prompt + outputs here. PX_CHECKs
+  /// output_len >= 2 (one more token to decode) and that it fits, as add().
+  void add_prefilled(const Request& r);
+
   /// Plans one step and allocates its KV blocks; then call update_from_output() before the next
   /// schedule(). The batch is empty only when no request is running or waiting.
   const IterationBatch& schedule();

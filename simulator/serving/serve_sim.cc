@@ -11,29 +11,44 @@
 namespace parallax::serving {
 namespace {
 
-/// Per-request clocks, indexed by the request's position in the input vector; -1 = not yet.
-struct Clock {
-  double first_scheduled = -1, first_token = -1, last_token = -1;
-  int64_t preemptions = 0;
-  int replica = 0;
-};
-
-struct Timeline {
-  std::vector<Clock> clock;
-  Runs itl;  ///< every inter-token gap, all requests
-  double kv_weighted = 0, kv_plain = 0, busy_s = 0, kv_max = 0;
-  int64_t iterations = 0;
-  std::vector<IterationRecord> records;
-
-  explicit Timeline(size_t n) : clock(n) {}
-};
-
 Diagnostics validate_inputs(const std::vector<Request>& requests, const ServeConfig& config,
                             const SloSpec& slo) {
   Diagnostics out = validate_scheduler_config(config.scheduler, "serve.scheduler");
   if (config.replicas < 1) {
     out.push_back({"serve.replicas", "must be >= 1, got " + std::to_string(config.replicas), ""});
   }
+  Diagnostics bad = validate_requests(requests, slo);
+  out.insert(out.end(), bad.begin(), bad.end());
+  if (!out.empty()) return out;
+  return check_requests_fit(requests, config.scheduler, "requests");
+}
+
+/// Stamps the step [t, end] on the clocks of the requests in `batch`.
+void record_tokens(const IterationBatch& batch, double t, double end, EngineTimeline* tl) {
+  for (int64_t p : batch.preempted) ++tl->clock[static_cast<size_t>(p)].preemptions;
+  // Samplers whose previous token came at this step's start (the same double, stored as the
+  // last step's end) share one gap: one run for all of them.
+  int64_t steady = 0;
+  for (const ScheduledSeq& q : batch.seqs) {
+    RequestClock& c = tl->clock[static_cast<size_t>(q.request)];
+    if (c.first_scheduled < 0) c.first_scheduled = t;
+    if (!q.samples) continue;
+    if (c.first_token < 0) {
+      c.first_token = end;
+    } else if (c.last_token == t) {
+      ++steady;
+    } else {
+      tl->itl.push_back({end - c.last_token, 1});
+    }
+    c.last_token = end;
+  }
+  if (steady > 0) tl->itl.push_back({end - t, steady});
+}
+
+}  // namespace
+
+Diagnostics validate_requests(const std::vector<Request>& requests, const SloSpec& slo) {
+  Diagnostics out;
   if (!(slo.ttft_s >= 0) || !(slo.tpot_s >= 0)) {
     out.push_back({"slo",
                    "limits must be >= 0 seconds (0 = none), got ttft_s " +
@@ -57,50 +72,25 @@ Diagnostics validate_inputs(const std::vector<Request>& requests, const ServeCon
                      ""});
     }
   }
-  if (!out.empty()) return out;
-  return check_requests_fit(requests, config.scheduler, "requests");
+  return out;
 }
 
-/// Stamps the step [t, end] on the clocks of the requests in `batch`.
-void record_tokens(const IterationBatch& batch, double t, double end, Timeline* tl) {
-  for (int64_t p : batch.preempted) ++tl->clock[static_cast<size_t>(p)].preemptions;
-  // Samplers whose previous token came at this step's start (the same double, stored as the
-  // last step's end) share one gap: one run for all of them.
-  int64_t steady = 0;
-  for (const ScheduledSeq& q : batch.seqs) {
-    Clock& c = tl->clock[static_cast<size_t>(q.request)];
-    if (c.first_scheduled < 0) c.first_scheduled = t;
-    if (!q.samples) continue;
-    if (c.first_token < 0) {
-      c.first_token = end;
-    } else if (c.last_token == t) {
-      ++steady;
-    } else {
-      tl->itl.push_back({end - c.last_token, 1});
-    }
-    c.last_token = end;
-  }
-  if (steady > 0) tl->itl.push_back({end - t, steady});
-}
-
-/// Runs one engine over `mine` (positions in `requests`, in arrival order).
-Result<bool> run_replica(int replica, const std::vector<size_t>& mine,
-                         const std::vector<Request>& requests, const ServeConfig& config,
-                         const IterationCost& cost, bool keep_iterations, Timeline* tl) {
-  Scheduler sched(config.scheduler);
-  const double blocks = static_cast<double>(config.scheduler.num_gpu_blocks);
+Result<bool> run_engine(const EngineWork& work, bool keep_iterations, EngineTimeline* tl) {
+  PX_CHECK(work.config != nullptr && work.cost != nullptr && work.admit,
+           "run_engine: missing config, cost or admit");
+  PX_CHECK(work.mine.size() == work.ready_s.size(), "run_engine: mine and ready_s differ in size");
+  Scheduler sched(*work.config);
+  const IterationCost& cost = *work.cost;
+  const double blocks = static_cast<double>(work.config->num_gpu_blocks);
   size_t next = 0;
   double t = 0;
   while (true) {
-    for (; next < mine.size() && requests[mine[next]].arrival_s <= t; ++next) {
-      Request r = requests[mine[next]];
-      r.id = static_cast<int64_t>(mine[next]);  // the scheduler reports positions back
-      sched.add(r);
-      tl->clock[mine[next]].replica = replica;
+    for (; next < work.mine.size() && work.ready_s[next] <= t; ++next) {
+      work.admit(sched, work.mine[next]);
     }
     if (!sched.has_work()) {
-      if (next == mine.size()) return true;
-      t = requests[mine[next]].arrival_s;
+      if (next == work.mine.size()) return true;
+      t = work.ready_s[next];
       continue;
     }
     const IterationBatch& batch = sched.schedule();
@@ -111,7 +101,8 @@ Result<bool> run_replica(int replica, const std::vector<size_t>& mine,
                             " for a step of " + std::to_string(batch.num_seqs()) + " seqs (" +
                             std::to_string(batch.prefill_tokens) + " prefill + " +
                             std::to_string(batch.decode_tokens) + " decode tokens)",
-                        "replica " + std::to_string(replica) + " at t=" + format_number("%g", t)};
+                        (work.pool == 1 ? "decode replica " : "replica ") +
+                            std::to_string(work.replica) + " at t=" + format_number("%g", t)};
     }
     const double end = t + dt;
     record_tokens(batch, t, end, tl);
@@ -122,15 +113,20 @@ Result<bool> run_replica(int replica, const std::vector<size_t>& mine,
     tl->kv_max = std::max(tl->kv_max, util);
     ++tl->iterations;
     if (keep_iterations) {
-      tl->records.push_back({replica, t, dt, batch.prefill_tokens, batch.decode_tokens,
-                             batch.num_seqs(), sched.num_running(), sched.blocks_used()});
+      tl->records.push_back({work.replica, work.pool, t, dt, batch.prefill_tokens,
+                             batch.decode_tokens, batch.num_seqs(), sched.num_running(),
+                             sched.blocks_used()});
     }
     sched.update_from_output(nullptr);
     t = end;
   }
 }
 
-ServeResult aggregate(const std::vector<Request>& requests, const SloSpec& slo, Timeline& tl) {
+ServeResult summarize_timeline(const std::vector<Request>& requests, const SloSpec& slo,
+                               EngineTimeline& tl) {
+  PX_CHECK(
+      !requests.empty() && tl.clock.size() == requests.size(),
+      "summarize_timeline: " << requests.size() << " requests, " << tl.clock.size() << " clocks");
   ServeResult res;
   const size_t n = requests.size();
   std::vector<double> ttft, tpot, e2e, queue;
@@ -143,10 +139,11 @@ ServeResult aggregate(const std::vector<Request>& requests, const SloSpec& slo, 
   int64_t good = 0;
   for (size_t i = 0; i < n; ++i) {
     const Request& r = requests[i];
-    const Clock& c = tl.clock[i];
+    const RequestClock& c = tl.clock[i];
     RequestRecord rec;
     rec.id = r.id;
     rec.replica = c.replica;
+    rec.prefill_replica = c.prefill_replica;
     rec.prompt_len = r.prompt_len;
     rec.output_len = r.output_len;
     rec.arrival_s = r.arrival_s;
@@ -186,10 +183,24 @@ ServeResult aggregate(const std::vector<Request>& requests, const SloSpec& slo, 
   res.kv_utilization_mean = tl.busy_s > 0       ? tl.kv_weighted / tl.busy_s
                             : tl.iterations > 0 ? tl.kv_plain / static_cast<double>(tl.iterations)
                                                 : 0.0;
+  res.iteration_records = std::move(tl.records);
+  std::stable_sort(res.iteration_records.begin(), res.iteration_records.end(),
+                   [](const IterationRecord& a, const IterationRecord& b) {
+                     if (a.start_s != b.start_s) return a.start_s < b.start_s;
+                     if (a.pool != b.pool) return a.pool < b.pool;
+                     return a.replica < b.replica;
+                   });
   return res;
 }
 
-}  // namespace
+std::vector<size_t> arrival_order(const std::vector<Request>& requests) {
+  std::vector<size_t> order(requests.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return requests[a].arrival_s < requests[b].arrival_s;
+  });
+  return order;
+}
 
 Stats summarize(std::vector<double> values) {
   Stats s;
@@ -259,30 +270,28 @@ Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
   Diagnostics errors = validate_inputs(requests, config, slo);
   if (!errors.empty()) return errors;
   if (requests.empty()) return ServeResult{};
-  std::vector<size_t> order(requests.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return requests[a].arrival_s < requests[b].arrival_s;
-  });
+  const std::vector<size_t> order = arrival_order(requests);
   const auto replicas = static_cast<size_t>(config.replicas);
-  Timeline tl(requests.size());
+  EngineTimeline tl(requests.size());
   for (size_t rep = 0; rep < replicas; ++rep) {
-    std::vector<size_t> mine;
-    for (size_t k = rep; k < order.size(); k += replicas) mine.push_back(order[k]);
-    Result<bool> ran =
-        run_replica(static_cast<int>(rep), mine, requests, config, cost, keep_iterations, &tl);
+    EngineWork work;
+    work.replica = static_cast<int>(rep);
+    work.config = &config.scheduler;
+    work.cost = &cost;
+    for (size_t k = rep; k < order.size(); k += replicas) {
+      work.mine.push_back(order[k]);
+      work.ready_s.push_back(requests[order[k]].arrival_s);
+      tl.clock[order[k]].replica = tl.clock[order[k]].prefill_replica = work.replica;
+    }
+    work.admit = [&requests](Scheduler& sched, size_t pos) {
+      Request r = requests[pos];
+      r.id = static_cast<int64_t>(pos);  // the scheduler reports positions back
+      sched.add(r);
+    };
+    Result<bool> ran = run_engine(work, keep_iterations, &tl);
     if (!ran.ok()) return ran.errors();
   }
-  ServeResult res = aggregate(requests, slo, tl);
-  if (keep_iterations) {
-    res.iteration_records = std::move(tl.records);
-    std::stable_sort(res.iteration_records.begin(), res.iteration_records.end(),
-                     [](const IterationRecord& a, const IterationRecord& b) {
-                       return a.start_s < b.start_s ||
-                              (a.start_s == b.start_s && a.replica < b.replica);
-                     });
-  }
-  return res;
+  return summarize_timeline(requests, slo, tl);
 }
 
 }  // namespace parallax::serving

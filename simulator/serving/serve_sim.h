@@ -64,8 +64,11 @@ Stats summarize_runs(Runs runs);
 
 /// What happened to one request; times in seconds on the simulation clock.
 struct RequestRecord {
-  int64_t id = 0;  ///< Request::id
-  int replica = 0;
+  int64_t id = 0;   ///< Request::id
+  int replica = 0;  ///< the engine that produced its last token (disaggregated: decode replica)
+  /// The engine that computed its prompt and first token: replica when colocated, the prefill
+  /// replica when disaggregated (pd_sim.h).
+  int prefill_replica = 0;
   int64_t prompt_len = 0, output_len = 0;
   double arrival_s = 0, first_scheduled_s = 0, first_token_s = 0, finish_s = 0;
   int64_t preemptions = 0;  ///< times its KV was dropped and recomputed
@@ -73,7 +76,8 @@ struct RequestRecord {
 
 /// One engine step, for a Chrome trace.
 struct IterationRecord {
-  int replica = 0;
+  int replica = 0;  ///< within its pool
+  int pool = 0;     ///< 0: a colocated engine or a disaggregated prefill engine; 1: decode engine
   double start_s = 0, duration_s = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0;
   int64_t num_seqs = 0;        ///< requests computing tokens in the step
@@ -95,8 +99,60 @@ struct ServeResult {
   int64_t iterations = 0;   ///< steps, all replicas
   /// Requests meeting every SLO given, per second of duration.
   double goodput_requests_per_s = 0;
-  std::vector<IterationRecord> iteration_records;  ///< with keep_iterations; by start, replica
+  /// With keep_iterations; by start, then pool, then replica.
+  std::vector<IterationRecord> iteration_records;
 };
+
+// The building blocks the serving simulations share (simulate_serving below, and
+// simulate_disaggregated in pd_sim.h): one engine's loop and the statistics over all engines.
+
+/// Every problem of the requests' fields (arrival finite and >= 0, lengths >= 1) and of `slo`.
+Diagnostics validate_requests(const std::vector<Request>& requests, const SloSpec& slo);
+
+/// One request's clocks on the simulation clock, seconds; -1 = not yet.
+struct RequestClock {
+  double first_scheduled = -1, first_token = -1, last_token = -1;
+  int64_t preemptions = 0;               ///< over every engine it ran on
+  int replica = 0, prefill_replica = 0;  ///< as RequestRecord's; the caller sets them
+};
+
+/// What the engines of one simulation record, over all their steps.
+struct EngineTimeline {
+  std::vector<RequestClock> clock;  ///< by position in the input vector
+  Runs itl;                         ///< every inter-token gap, all requests
+  double kv_weighted = 0, kv_plain = 0, busy_s = 0, kv_max = 0;
+  int64_t iterations = 0;
+  std::vector<IterationRecord> records;  ///< with keep_iterations, in each engine's order
+
+  explicit EngineTimeline(size_t n) : clock(n) {}
+};
+
+/// One engine and its work: requests[mine[k]] may join its WAITING queue from ready_s[k]
+/// (non-decreasing in k); `admit(scheduler, position)` queues it, with Request::id = position.
+struct EngineWork {
+  int replica = 0, pool = 0;  ///< stamped on IterationRecords
+  const SchedulerConfig* config = nullptr;
+  const IterationCost* cost = nullptr;
+  std::vector<size_t> mine;
+  std::vector<double> ready_s;
+  std::function<void(Scheduler&, size_t)> admit;
+};
+
+/// Runs one engine as the header comment describes (the clock starts at 0, jumps to the next
+/// ready request when idle; each step lasts cost(batch) and its tokens appear at its end),
+/// stamping the requests' clocks in `tl`: first scheduled and first token only when not yet set
+/// (-1), every later token as an inter-token gap from the last one. Error: a cost that is
+/// negative or not finite.
+Result<bool> run_engine(const EngineWork& work, bool keep_iterations, EngineTimeline* tl);
+
+/// The result of a finished timeline: per-request records from the clocks, the statistics
+/// defined above, goodput against `slo`; moves the ITL runs and iteration records out of `tl`.
+/// `requests` must be non-empty, each with its clocks stamped.
+ServeResult summarize_timeline(const std::vector<Request>& requests, const SloSpec& slo,
+                               EngineTimeline& tl);
+
+/// Positions of `requests` in arrival order, ties by position.
+std::vector<size_t> arrival_order(const std::vector<Request>& requests);
 
 /// Simulates serving `requests` (any order) on `config.replicas` engines, pricing each step with
 /// `cost`. Errors, all at once, before simulating: an invalid config, a request with bad fields,

@@ -12,17 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "simulator/serving/serving_test_support.h"
+
 namespace parallax::serving {
 namespace {
 
-/// The fake engine: a step costs a + b * prefill_tokens + c * decode_tokens seconds.
-struct LinearCost {
-  double a = 0.01, b = 1e-4, c = 1e-3;
-  double operator()(const IterationBatch& batch) const {
-    return a + b * static_cast<double>(batch.prefill_tokens) +
-           c * static_cast<double>(batch.decode_tokens);
-  }
-};
+using testing::LinearCost;  // the fake engine
 
 ServeConfig config_with(int64_t budget, int64_t blocks, int64_t max_seqs = 256) {
   ServeConfig c;

@@ -1,0 +1,137 @@
+#include "simulator/serving/pd_sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "core/text.h"
+
+namespace parallax::serving {
+namespace {
+
+/// The requests as the prefill pool sees them: one output token each.
+std::vector<Request> prefill_only(const std::vector<Request>& requests) {
+  std::vector<Request> out = requests;
+  for (Request& r : out) r.output_len = 1;
+  return out;
+}
+
+Diagnostics validate_inputs(const std::vector<Request>& requests, const PdConfig& config,
+                            const SloSpec& slo) {
+  Diagnostics out = validate_scheduler_config(config.prefill, "pd.prefill");
+  Diagnostics more = validate_scheduler_config(config.decode, "pd.decode");
+  out.insert(out.end(), more.begin(), more.end());
+  auto at_least_one = [&](const char* where, int n) {
+    if (n < 1) out.push_back({where, "must be >= 1, got " + std::to_string(n), ""});
+  };
+  at_least_one("pd.prefill_replicas", config.prefill_replicas);
+  at_least_one("pd.decode_replicas", config.decode_replicas);
+  more = validate_requests(requests, slo);
+  out.insert(out.end(), more.begin(), more.end());
+  if (!out.empty()) return out;
+  out = check_requests_fit(prefill_only(requests), config.prefill, "requests (prefill pool)");
+  std::vector<Request> decoded;
+  for (const Request& r : requests) {
+    if (r.output_len >= 2) decoded.push_back(r);
+  }
+  more = check_requests_fit(decoded, config.decode, "requests (decode pool)");
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+/// When each request's KV lands on its decode replica (first token + transfer); -1 for those
+/// that finish at their first token.
+Result<std::vector<double>> kv_ready_times(const std::vector<Request>& requests,
+                                           const EngineTimeline& tl,
+                                           const KvTransferTime& kv_transfer_s) {
+  std::vector<double> ready(requests.size(), -1);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].output_len < 2) continue;
+    const double dt = kv_transfer_s(requests[i].prompt_len);
+    if (!std::isfinite(dt) || dt < 0) {
+      return Diagnostic{"kv transfer time",
+                        "must be finite and >= 0 seconds, got " + format_number("%g", dt) +
+                            " for a prompt of " + std::to_string(requests[i].prompt_len) +
+                            " tokens",
+                        "request " + std::to_string(requests[i].id)};
+    }
+    ready[i] = tl.clock[i].first_token + dt;
+  }
+  return ready;
+}
+
+}  // namespace
+
+Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
+                                           const PdConfig& config,
+                                           const IterationCost& prefill_cost,
+                                           const IterationCost& decode_cost,
+                                           const KvTransferTime& kv_transfer_s, const SloSpec& slo,
+                                           bool keep_iterations) {
+  PX_CHECK(prefill_cost && decode_cost && kv_transfer_s,
+           "simulate_disaggregated: missing a cost or transfer function");
+  Diagnostics errors = validate_inputs(requests, config, slo);
+  if (!errors.empty()) return errors;
+  if (requests.empty()) return ServeResult{};
+  const std::vector<size_t> order = arrival_order(requests);
+  EngineTimeline tl(requests.size());
+  const auto prefills = static_cast<size_t>(config.prefill_replicas);
+  const auto decodes = static_cast<size_t>(config.decode_replicas);
+  for (size_t k = 0; k < order.size(); ++k) {
+    tl.clock[order[k]].prefill_replica = static_cast<int>(k % prefills);
+    tl.clock[order[k]].replica = static_cast<int>(k % decodes);
+  }
+
+  // Prefill pool: every engine independent of the decode pool (nothing flows back).
+  for (size_t rep = 0; rep < prefills; ++rep) {
+    EngineWork work;
+    work.replica = static_cast<int>(rep);
+    work.pool = 0;
+    work.config = &config.prefill;
+    work.cost = &prefill_cost;
+    for (size_t k = rep; k < order.size(); k += prefills) {
+      work.mine.push_back(order[k]);
+      work.ready_s.push_back(requests[order[k]].arrival_s);
+    }
+    work.admit = [&requests](Scheduler& sched, size_t pos) {
+      Request r = requests[pos];
+      r.id = static_cast<int64_t>(pos);
+      r.output_len = 1;
+      sched.add(r);
+    };
+    Result<bool> ran = run_engine(work, keep_iterations, &tl);
+    if (!ran.ok()) return ran.errors();
+  }
+
+  Result<std::vector<double>> ready = kv_ready_times(requests, tl, kv_transfer_s);
+  if (!ready.ok()) return ready.errors();
+  const std::vector<double>& ready_s = ready.value();
+
+  // Decode pool: each engine takes its requests in the order their KV lands (ties by arrival).
+  std::vector<std::vector<size_t>> mine(decodes);
+  for (size_t pos : order) {
+    if (ready_s[pos] >= 0) mine[static_cast<size_t>(tl.clock[pos].replica)].push_back(pos);
+  }
+  for (size_t rep = 0; rep < decodes; ++rep) {
+    EngineWork work;
+    work.replica = static_cast<int>(rep);
+    work.pool = 1;
+    work.config = &config.decode;
+    work.cost = &decode_cost;
+    work.mine = std::move(mine[rep]);
+    std::stable_sort(work.mine.begin(), work.mine.end(),
+                     [&](size_t a, size_t b) { return ready_s[a] < ready_s[b]; });
+    for (size_t pos : work.mine) work.ready_s.push_back(ready_s[pos]);
+    work.admit = [&requests](Scheduler& sched, size_t pos) {
+      Request r = requests[pos];
+      r.id = static_cast<int64_t>(pos);
+      sched.add_prefilled(r);
+    };
+    Result<bool> ran = run_engine(work, keep_iterations, &tl);
+    if (!ran.ok()) return ran.errors();
+  }
+  return summarize_timeline(requests, slo, tl);
+}
+
+}  // namespace parallax::serving
