@@ -64,6 +64,13 @@ Diagnostics check_requests_fit(const std::vector<Request>& requests, const Sched
                      "enable chunked prefill or raise max_num_batched_tokens"});
     }
   }
+  // Every problem is counted, but a workload of identical requests need not list thousands.
+  constexpr size_t kShown = 10;
+  if (out.size() > kShown) {
+    const size_t more = out.size() - kShown;
+    out.resize(kShown);
+    out.push_back({where, "and " + std::to_string(more) + " more such problems", ""});
+  }
   return out;
 }
 

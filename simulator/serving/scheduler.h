@@ -52,9 +52,9 @@ Diagnostics validate_scheduler_config(const SchedulerConfig& c, const std::strin
 /// ceil((prompt_len + output_len - 1) / block_size).
 int64_t peak_blocks(const Request& r, int64_t block_size);
 
-/// One problem per request that can never run on `c`: its peak blocks exceed the cache, or
-/// (without chunked prefill) its longest recompute, prompt_len + output_len - 1 tokens, exceeds
-/// max_num_batched_tokens. `where` names the requests' source.
+/// One problem per request that can never run on `c` (the first ten, then a count of the rest): its
+/// peak blocks exceed the cache, or (without chunked prefill) its longest recompute, prompt_len +
+/// output_len - 1 tokens, exceeds max_num_batched_tokens. `where` names the requests' source.
 Diagnostics check_requests_fit(const std::vector<Request>& requests, const SchedulerConfig& c,
                                const std::string& where);
 
