@@ -53,11 +53,16 @@ std::vector<int64_t> ShardedUnits::counts(int64_t a, int64_t b) const {
   return c;
 }
 
+int64_t ShardedUnits::slice_offset(int64_t a, int64_t mine) const {
+  const int64_t begin = data_.rank() * slice_;
+  return mine > 0 ? std::max(a, begin) - begin : 0;
+}
+
 void ShardedUnits::gather(int64_t a, int64_t b) {
   if (!errors_->empty()) return;
   const std::vector<int64_t> c = counts(a, b);
   const int64_t mine = c[static_cast<size_t>(data_.rank())];
-  const int64_t from = mine > 0 ? std::max(a, data_.rank() * slice_) - data_.rank() * slice_ : 0;
+  const int64_t from = slice_offset(a, mine);
   *errors_ = data_.all_gather(
       buf_.own_params.subspan(static_cast<size_t>(from), static_cast<size_t>(mine)), c,
       buf_.params.subspan(static_cast<size_t>(a), static_cast<size_t>(b - a)));
@@ -71,7 +76,7 @@ void ShardedUnits::reduce(int64_t a, int64_t b) {
   const std::span<float> g = buf_.grads.subspan(static_cast<size_t>(a), static_cast<size_t>(b - a));
   *errors_ = data_.reduce_scatter_sum(g, c, part_);
   if (!errors_->empty()) return;
-  const int64_t from = mine > 0 ? std::max(a, data_.rank() * slice_) - data_.rank() * slice_ : 0;
+  const int64_t from = slice_offset(a, mine);
   for (int64_t i = 0; i < mine; ++i) buf_.grad_slice[static_cast<size_t>(from + i)] += part_[i];
   release_pages(g);
 }

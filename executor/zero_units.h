@@ -69,6 +69,9 @@ class ShardedUnits {
 
  private:
   void gather(int64_t a, int64_t b);
+  /// Where [a, b)'s part in this rank's slice starts within the slice (`mine` values; 0 when
+  /// it has none).
+  int64_t slice_offset(int64_t a, int64_t mine) const;
 
   ProcessGroup& data_;
   int64_t slice_;

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "executor/cuda/cuda_test_shape.h"
+
 namespace parallax::exec::gpu {
 namespace {
 
@@ -118,14 +120,7 @@ TEST(CudaDecayMask, NormWeightsAreNotDecayed) {
 }
 
 TEST(CudaShapeCheck, RefusesMoeAndOddHeads) {
-  ModelShape s;
-  s.layers = 2;
-  s.hidden = 64;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
-  s.ffn_hidden = 128;
-  s.vocab = 97;
+  const ModelShape s = cuda_test_shape(2);
   EXPECT_TRUE(check_cuda_shape(s, "model").empty());
   ModelShape moe = s;
   moe.moe.experts = 8;
@@ -140,14 +135,7 @@ TEST(CudaShapeCheck, RefusesMoeAndOddHeads) {
 }
 
 TEST(CudaStepCheck, ReportsSizesIdsAndSharedMemory) {
-  ModelShape s;
-  s.layers = 1;
-  s.hidden = 64;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
-  s.ffn_hidden = 128;
-  s.vocab = 97;
+  const ModelShape s = cuda_test_shape(1);
   std::vector<int32_t> ids(static_cast<size_t>(2 * 2 * 33), 1);
   EXPECT_TRUE(check_step(s, {2, 32, 2}, ids, 227 * 1024).empty());
   ids[3] = 97;
@@ -166,14 +154,7 @@ TEST(CudaStepCheck, ReportsSizesIdsAndSharedMemory) {
 }
 
 TEST(CudaStepBuffers, ArenaHoldsTheCpuActivationsWithoutOverlap) {
-  ModelShape s;
-  s.layers = 2;
-  s.hidden = 64;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
-  s.ffn_hidden = 128;
-  s.vocab = 97;
+  const ModelShape s = cuda_test_shape(2);
   const int64_t batch = 2, seq = 32, n = batch * seq;
   const StepBuffers b = plan_step_buffers(s, batch, seq);
   EXPECT_EQ(b.tokens, n);

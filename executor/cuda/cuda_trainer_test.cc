@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "executor/cuda/cuda_plan.h"
+#include "executor/cuda/cuda_test_shape.h"
 #include "executor/model.h"
 #include "executor/optimizer.h"
 
@@ -26,18 +27,7 @@ namespace {
 
 constexpr int64_t kBatch = 2, kSeq = 32, kMicrobatches = 2, kSteps = 20;
 
-ModelShape tiny_shape(bool tied) {
-  ModelShape s;
-  s.layers = 2;
-  s.hidden = 64;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 16;
-  s.ffn_hidden = 128;
-  s.vocab = 97;
-  s.tied_embeddings = tied;
-  return s;
-}
+ModelShape tiny_shape(bool tied) { return cuda_test_shape(2, tied); }
 
 /// Every step's tokens: kMicrobatches * kBatch rows of kSeq + 1 ids in [0, vocab).
 std::vector<std::vector<int32_t>> make_data(int64_t vocab) {

@@ -51,6 +51,13 @@ struct TokenLedger {
       if (decode_pool && q.prefill) decode_prefill_tokens[i] += q.new_tokens;
     }
   }
+  /// `cost`, counting every batch of the pool it prices.
+  IterationCost counting(const LinearCost& cost, bool decode_pool) {
+    return [this, cost, decode_pool](const IterationBatch& b) {
+      count(b, decode_pool);
+      return cost(b);
+    };
+  }
 };
 
 constexpr double kTol = 1e-12;
@@ -128,17 +135,8 @@ TEST(PdSimProperty, RandomLoadsLoseNoRequestAndSampleEachTokenOnce) {
     const LinearCost cost;
     TokenLedger ledger(reqs.size());
     auto xfer = [](int64_t tokens) { return 1e-5 * static_cast<double>(tokens); };
-    auto r = simulate_disaggregated(
-        reqs, pools(np, nd, pre, dec),
-        [&](const IterationBatch& b) {
-          ledger.count(b, false);
-          return cost(b);
-        },
-        [&](const IterationBatch& b) {
-          ledger.count(b, true);
-          return cost(b);
-        },
-        xfer, {}, true);
+    auto r = simulate_disaggregated(reqs, pools(np, nd, pre, dec), ledger.counting(cost, false),
+                                    ledger.counting(cost, true), xfer, {}, true);
     ASSERT_TRUE(r.ok()) << "seed " << seed << ": " << r.error_text();
     ASSERT_EQ(r->requests.size(), reqs.size());
     int64_t gaps = 0;
@@ -197,17 +195,9 @@ TEST(PdSimPreemption, ADecodePoolPreemptionRecomputesWithTheDecodeCost) {
   for (int64_t i = 0; i < 20; ++i) reqs.push_back({i, 0.0, 100, 100});
   TokenLedger ledger(reqs.size());
   const LinearCost cost;
-  auto r = simulate_disaggregated(
-      reqs, pools(1, 1, engine(8192, 1000), engine(8192, 30)),
-      [&](const IterationBatch& b) {
-        ledger.count(b, false);
-        return cost(b);
-      },
-      [&](const IterationBatch& b) {
-        ledger.count(b, true);
-        return cost(b);
-      },
-      [](int64_t) { return 0.01; });
+  auto r = simulate_disaggregated(reqs, pools(1, 1, engine(8192, 1000), engine(8192, 30)),
+                                  ledger.counting(cost, false), ledger.counting(cost, true),
+                                  [](int64_t) { return 0.01; });
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_GT(r->preemptions, 0);
   int64_t recomputed = 0;
