@@ -13,7 +13,6 @@
 #include "cli/commands.h"
 #include "core/json_io.h"
 #include "core/text.h"
-#include "simulator/cost/collective_cost.h"
 #include "simulator/serving/pd_sim.h"
 #include "simulator/serving/serve_sim.h"
 #include "simulator/serving/step_cost.h"
@@ -36,6 +35,8 @@ struct Opts {
   int chunked_prefill = 1;
   int64_t long_prefill = 0;
   double slo_ttft = 0, slo_tpot = 0;
+  bool no_prefix_caching = false;
+  int64_t prefix_len = 0, prefix_groups = 1, hash_block = 512;
   std::string pd;                        ///< --pd P:D; empty = colocated
   int64_t prefill_max_batched = kUnset;  ///< --prefill-max-num-batched-tokens
 };
@@ -84,17 +85,6 @@ PdSplit parse_pd(const Opts& o, int dp, Diagnostics* bad) {
   return pd;
 }
 
-/// Seconds to move a prompt's KV cache from a prefill replica to a decode replica: each of the
-/// replica's tp * pp GPUs sends its own shard, kv_bytes_per_token (kv_budget's, per GPU over
-/// its layers) x prompt tokens, to its peer GPU in the decode replica over the scale-out
-/// network, all GPUs at once: t = sendrecv(bytes per GPU) on a pair in two domains.
-serving::KvTransferTime kv_transfer(const HwProfile& hw, double kv_bytes_per_token_per_gpu) {
-  return [comm = CollectiveCost(hw), kv_bytes_per_token_per_gpu](int64_t tokens) {
-    const double bytes = kv_bytes_per_token_per_gpu * static_cast<double>(tokens);
-    return comm.time(CollectiveOp::kSendRecv, bytes, GroupShape{2, 1, 2}).time_s;
-  };
-}
-
 Json stats_json(const serving::Stats& s) {
   return Json{{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"max", s.max}};
 }
@@ -110,7 +100,7 @@ Json iteration_trace(const serving::ServeResult& r, int prefill_replicas) {
     events.push_back({{"name", name},
                       {"ph", "X"},
                       {"pid", it.pool == 1 ? prefill_replicas + it.replica : it.replica},
-                      {"tid", 0},
+                      {"tid", it.lane},
                       {"ts", it.start_s * 1e6},
                       {"dur", it.duration_s * 1e6},
                       {"args",
@@ -142,11 +132,16 @@ struct Setup {
 };
 
 Result<std::vector<serving::Request>> load_requests(const Opts& o) {
-  if (o.requests_file.empty())
-    return serving::poisson_requests(o.requests, o.rate, o.prompt_len, o.output_len, o.seed);
-  auto text = read_file(o.requests_file);
-  if (!text) return text.errors();
-  return serving::parse_requests(text.value(), o.requests_file);
+  Result<std::vector<serving::Request>> out =
+      serving::poisson_requests(o.requests, o.rate, o.prompt_len, o.output_len, o.seed);
+  if (!o.requests_file.empty()) {
+    auto text = read_file(o.requests_file);
+    if (!text) return text.errors();
+    out = serving::parse_requests(text.value(), o.requests_file, o.hash_block);
+  }
+  if (out && o.prefix_len > 0)
+    serving::assign_shared_prefixes(&out.value(), o.prefix_len, o.prefix_groups, o.seed);
+  return out;
 }
 
 /// Runs the simulation `s` describes: colocated on d.dp replicas, or disaggregated on the
@@ -156,11 +151,12 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
   const serving::ServeConfig config =
       serving::engine_config(s->d, s->budget.blocks, o.chunked_prefill != 0, o.long_prefill);
   const serving::StepCost cost(*s->model, *s->hw, s->d);
-  const serving::IterationCost price = [&cost](const serving::IterationBatch& b) {
-    return cost.time_s(serving::step_shape(b));
-  };
+  const serving::IterationCost price = serving::iteration_cost(cost);
   const serving::SloSpec slo{o.slo_ttft, o.slo_tpot};
-  if (!s->pd.on()) return serving::simulate_serving(requests, config, price, slo, !o.trace.empty());
+  // Stage by stage, so a pipeline-parallel engine keeps pp steps in flight as vLLM V1 does.
+  if (!s->pd.on())
+    return serving::simulate_serving(requests, config, serving::stage_cost(cost), slo,
+                                     !o.trace.empty());
 
   Deployment pre = s->d;
   if (o.prefill_max_batched != kUnset) pre.max_num_batched_tokens = o.prefill_max_batched;
@@ -175,7 +171,8 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
   pd.decode = config.scheduler;
   pd.prefill_replicas = s->pd.prefill;
   pd.decode_replicas = s->pd.decode;
-  const serving::KvTransferTime transfer = kv_transfer(*s->hw, s->budget.kv_bytes_per_token);
+  const serving::KvTransferTime transfer =
+      serving::kv_transfer_time(*s->hw, s->budget.kv_bytes_per_token);
   double sum = 0, prompts = 0;
   int64_t moved = 0;
   for (const serving::Request& r : requests) {
@@ -190,12 +187,8 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
           ? o.prompt_len
           : static_cast<int64_t>(std::llround(prompts / static_cast<double>(requests.size())));
   s->typical_transfer_s = transfer(s->typical_prompt);
-  return serving::simulate_disaggregated(
-      requests, pd,
-      [&pre_cost](const serving::IterationBatch& b) {
-        return pre_cost.time_s(serving::step_shape(b));
-      },
-      price, transfer, slo, !o.trace.empty());
+  return serving::simulate_disaggregated(requests, pd, serving::iteration_cost(pre_cost), price,
+                                         transfer, slo, !o.trace.empty());
 }
 
 void print_json(const Setup& s, const serving::ServeResult& r) {
@@ -218,6 +211,10 @@ void print_json(const Setup& s, const serving::ServeResult& r) {
       {"queue_s", stats_json(r.queue_s)},
       {"preemptions", r.preemptions},
       {"iterations", r.iterations},
+      {"prefix_cache",
+       {{"enabled", d.enable_prefix_caching},
+        {"hit_rate", r.prefix_cache_hit_rate},
+        {"hit_tokens", r.prefix_hit_tokens}}},
       {"kv_cache",
        {{"blocks", s.budget.blocks},
         {"tokens", s.budget.tokens()},
@@ -262,6 +259,11 @@ void print_table(const Opts& o, const Setup& s, const serving::ServeResult& r) {
   print_stats("queue", r.queue_s, 1e3, "ms");
   std::printf("  KV cache use: mean %.0f%%, max %.0f%%\n", 100 * r.kv_utilization_mean,
               100 * r.kv_utilization_max);
+  if (d.enable_prefix_caching)
+    std::printf("  prefix cache: %.1f%% of the tokens looked up were cached (%lld tokens)\n",
+                100 * r.prefix_cache_hit_rate, static_cast<long long>(r.prefix_hit_tokens));
+  else
+    std::printf("  prefix cache: off\n");
   if (o.slo_ttft > 0 || o.slo_tpot > 0)
     std::printf("  goodput    %.2f req/s meet TTFT <= %.0f ms and TPOT <= %.0f ms\n",
                 r.goodput_requests_per_s, o.slo_ttft * 1e3, o.slo_tpot * 1e3);
@@ -275,6 +277,7 @@ int run(Opts o) {
   s.hw = &in->hw;
   Deployment& d = s.d;
   d = o.engine;
+  d.enable_prefix_caching = !o.no_prefix_caching;
   d.tp = o.tp;
   d.pp = o.pp;
   d.ep = o.ep;
@@ -288,6 +291,20 @@ int run(Opts o) {
   if (o.rate < 0) bad.push_back({"--rate", "must be 0 (all at once) or more", ""});
   if (o.requests_file.empty() && (o.requests < 1 || o.prompt_len < 1 || o.output_len < 1))
     bad.push_back({"--requests", "requests, prompt and output lengths must be at least 1", ""});
+  if (o.prefix_len < 0 || o.prefix_groups < 1 || o.hash_block < 1)
+    bad.push_back({"--prefix-len",
+                   "--prefix-len must be >= 0, --prefix-groups and --hash-block >= 1, got " +
+                       std::to_string(o.prefix_len) + ", " + std::to_string(o.prefix_groups) +
+                       ", " + std::to_string(o.hash_block),
+                   ""});
+  else if (o.requests_file.empty() && o.prefix_len > o.prompt_len)
+    bad.push_back({"--prefix-len",
+                   "a shared prefix is part of the prompt: " + std::to_string(o.prefix_len) +
+                       " tokens exceed --prompt-len " + std::to_string(o.prompt_len),
+                   ""});
+  if (o.no_prefix_caching && o.prefix_len > 0)
+    bad.push_back({"--prefix-len", "shared prefixes need prefix caching, got --no-prefix-caching",
+                   "drop one of them"});
   s.pd = parse_pd(o, d.dp, &bad);
   if (!bad.empty()) return report_errors(bad);
   auto budget = serving::kv_budget(*s.model, *s.hw, d);
@@ -331,7 +348,8 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--prompt-len", o->prompt_len, "prompt tokens of each request");
   cmd->add_option("--output-len", o->output_len, "output tokens of each request");
   cmd->add_option("--requests-file", o->requests_file,
-                  "a trace: JSON Lines or CSV with arrival_s, prompt_len, output_len")
+                  "a trace: JSON Lines or CSV with arrival_s, prompt_len, output_len (and "
+                  "hash_ids in JSON Lines)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--seed", o->seed, "seed of the arrivals");
   cmd->add_option("--max-num-seqs", o->engine.max_num_seqs, "running requests at most (vLLM)");
@@ -343,6 +361,14 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--chunked-prefill", o->chunked_prefill, "1/0: split long prompts over steps");
   cmd->add_option("--long-prefill-token-threshold", o->long_prefill,
                   "tokens a prefill may compute in one step (0: no cap)");
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
+                "turn off automatic prefix caching (vLLM V1 and SGLang have it on)");
+  cmd->add_option("--prefix-len", o->prefix_len,
+                  "tokens of each prompt shared with other requests (a system prompt; 0: none)");
+  cmd->add_option("--prefix-groups", o->prefix_groups,
+                  "distinct shared prefixes, one drawn per request (with --prefix-len)");
+  cmd->add_option("--hash-block", o->hash_block,
+                  "tokens each hash_ids entry of a JSON Lines trace names (Mooncake: 512)");
   cmd->add_option("--slo-ttft", o->slo_ttft, "TTFT target for goodput, seconds (0: none)");
   cmd->add_option("--slo-tpot", o->slo_tpot, "TPOT target for goodput, seconds (0: none)");
   cmd->add_option("--pd", o->pd,

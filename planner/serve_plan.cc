@@ -164,10 +164,8 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, double rate_per_
       serving::poisson_requests(w.requests, rate_per_s, w.prompt_len, w.output_len, w.seed);
   const serving::ServeConfig config = serving::engine_config(d, kv->blocks);
   const serving::StepCost cost(r.model, r.hw, d);
-  auto sim = serving::simulate_serving(
-      requests, config,
-      [&cost](const serving::IterationBatch& b) { return cost.time_s(serving::step_shape(b)); },
-      serving::SloSpec{r.slo.ttft_p90_s, r.slo.tpot_p90_s});
+  auto sim = serving::simulate_serving(requests, config, serving::stage_cost(cost),
+                                       serving::SloSpec{r.slo.ttft_p90_s, r.slo.tpot_p90_s});
   if (!sim) return sim.errors();
   Run out;
   ServeCandidate& c = out.c;

@@ -9,6 +9,17 @@
 namespace parallax::testing::cli {
 namespace {
 
+/// Runs `serve <args> --trace F` and returns F's trace events (empty after a failed check).
+Json serve_trace(const std::string& args) {
+  ScratchDir dir;
+  const CliRun r = Parallax("serve " + args + " --trace " + Quote(dir.file("steps.json")));
+  EXPECT_EQ(r.exit_code, 0) << r;
+  std::ifstream in(dir.file("steps.json"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Json t = ParseOrFail(text, "trace");
+  return t.contains("traceEvents") ? t["traceEvents"] : Json::array();
+}
+
 TEST(ServeCli, JsonHasTheThroughputAndLatencyStatistics) {
   const CliRun r = Parallax(
       "serve --model llama3.1-8b --cluster h100-sxm-80gb --gpus 2 --tp 1 --requests 200 "
@@ -45,18 +56,58 @@ TEST(ServeCli, OneRequestIsItsPrefillThenItsDecodeSteps) {
 }
 
 TEST(ServeCli, WritesATraceOfTheEngineSteps) {
-  ScratchDir dir;
-  const CliRun r = Parallax(
-      "serve --model llama3.1-8b --gpus 1 --tp 1 --requests 5 --output-len 8 "
-      "--trace " +
-      Quote(dir.file("steps.json")));
-  ASSERT_EQ(r.exit_code, 0) << r;
-  std::ifstream in(dir.file("steps.json"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const Json t = ParseOrFail(text, "trace");
-  ASSERT_TRUE(t.contains("traceEvents"));
-  EXPECT_GE(t["traceEvents"].size(), 8u);
-  EXPECT_EQ(t["traceEvents"][0]["ph"], "X");
+  const Json events =
+      serve_trace("--model llama3.1-8b --gpus 1 --tp 1 --requests 5 --output-len 8");
+  ASSERT_GE(events.size(), 8u);
+  EXPECT_EQ(events[0]["ph"], "X");
+}
+
+// A shared system prompt is computed once per replica, so TTFT falls; without prefix caching
+// nothing is reused, as with no shared prefix at all.
+TEST(ServeCli, ASharedPrefixIsServedFromThePrefixCache) {
+  const std::string base =
+      "serve --model llama3.1-8b --gpus 1 --tp 1 --requests 300 --rate 10 --prompt-len 2048 "
+      "--output-len 32 --format json";
+  const CliRun plain = Parallax(base, Streams::kStdoutOnly);
+  const CliRun shared =
+      Parallax(base + " --prefix-len 1536 --prefix-groups 2", Streams::kStdoutOnly);
+  const CliRun off = Parallax(base + " --no-prefix-caching", Streams::kStdoutOnly);
+  ASSERT_EQ(plain.exit_code, 0) << plain;
+  ASSERT_EQ(shared.exit_code, 0) << shared;
+  ASSERT_EQ(off.exit_code, 0) << off;
+  const Json p = ParseOrFail(plain.out, "plain"), s = ParseOrFail(shared.out, "shared"),
+             o = ParseOrFail(off.out, "off");
+  EXPECT_EQ(p["prefix_cache"]["hit_rate"], 0.0);
+  EXPECT_EQ(o["prefix_cache"]["enabled"], false);
+  // Of 300 prompts, all but the first of each group find 1536 of their 2048 tokens.
+  EXPECT_EQ(s["prefix_cache"]["hit_tokens"], (300 - 2) * 1536);
+  EXPECT_LT(s["ttft_s"]["p90"].get<double>(), 0.6 * p["ttft_s"]["p90"].get<double>());
+  EXPECT_EQ(o["ttft_s"]["p90"], p["ttft_s"]["p90"]);
+
+  const CliRun bad =
+      Parallax("serve --model llama3.1-8b --gpus 1 --tp 1 --prompt-len 100 --prefix-len 200");
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_TRUE(Has(bad,
+                  "--prefix-len: a shared prefix is part of the prompt: 200 tokens exceed "
+                  "--prompt-len 100"))
+      << bad;
+}
+
+// pp 2 keeps two steps in flight: in the trace they alternate lanes and overlap in time.
+TEST(ServeCli, PipelineStagesOverlapTwoSteps) {
+  const Json events = serve_trace(
+      "--model llama3.1-8b --gpus 2 --tp 1 --pp 2 --requests 64 --rate 0 --prompt-len 64 "
+      "--output-len 16 --max-num-batched-tokens 2048 --max-num-seqs 32");
+  ASSERT_GE(events.size(), 4u);
+  int overlaps = 0;
+  for (size_t i = 1; i < events.size(); ++i) {
+    const double prev_end = events[i - 1]["ts"].get<double>() + events[i - 1]["dur"].get<double>();
+    if (events[i]["ts"].get<double>() < prev_end) {
+      ++overlaps;
+      EXPECT_NE(events[i]["tid"], events[i - 1]["tid"]) << i;
+    }
+  }
+  EXPECT_GT(overlaps, 0);
 }
 
 TEST(ServeCli, BadDeploymentsAndTracesSayWhereAndWhy) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/text.h"
+#include "simulator/cost/collective_cost.h"
 
 namespace parallax::serving {
 namespace {
@@ -62,6 +63,13 @@ Result<std::vector<double>> kv_ready_times(const std::vector<Request>& requests,
 }
 
 }  // namespace
+
+KvTransferTime kv_transfer_time(const HwProfile& hw, double kv_bytes_per_token_per_gpu) {
+  return [comm = CollectiveCost(hw), kv_bytes_per_token_per_gpu](int64_t tokens) {
+    const double bytes = kv_bytes_per_token_per_gpu * static_cast<double>(tokens);
+    return comm.time(CollectiveOp::kSendRecv, bytes, GroupShape{2, 1, 2}).time_s;
+  };
+}
 
 Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
                                            const PdConfig& config,

@@ -37,6 +37,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/hw_profile.h"
 #include "core/result.h"
 #include "simulator/serving/scheduler.h"
 #include "simulator/serving/serve_sim.h"
@@ -55,6 +56,12 @@ struct PdConfig {
 /// Seconds to move the KV cache of a prompt of `prompt_tokens` tokens from a prefill replica to
 /// a decode replica (finite, >= 0).
 using KvTransferTime = std::function<double(int64_t prompt_tokens)>;
+
+/// The KV transfer of a deployment on `hw`: each of a replica's tp * pp GPUs sends its own shard,
+/// kv_bytes_per_token_per_gpu (kv_budget's KvBudget::kv_bytes_per_token, per GPU over its layers)
+/// x prompt tokens, to its peer GPU in the decode replica over the scale-out network, all GPUs at
+/// once: t = sendrecv(bytes per GPU) on a pair of GPUs in two scale-up domains (CollectiveCost).
+KvTransferTime kv_transfer_time(const HwProfile& hw, double kv_bytes_per_token_per_gpu);
 
 /// Simulates serving `requests` (any order) disaggregated as the header comment describes,
 /// pricing prefill steps with `prefill_cost` and decode steps with `decode_cost` (their

@@ -195,7 +195,11 @@ TEST(PdSimPreemption, ADecodePoolPreemptionRecomputesWithTheDecodeCost) {
   for (int64_t i = 0; i < 20; ++i) reqs.push_back({i, 0.0, 100, 100});
   TokenLedger ledger(reqs.size());
   const LinearCost cost;
-  auto r = simulate_disaggregated(reqs, pools(1, 1, engine(8192, 1000), engine(8192, 30)),
+  // Without prefix caching, so a preempted request recomputes all it had (with caching it
+  // resumes from whatever of its blocks survived).
+  SchedulerConfig decode = engine(8192, 30);
+  decode.enable_prefix_caching = false;
+  auto r = simulate_disaggregated(reqs, pools(1, 1, engine(8192, 1000), decode),
                                   ledger.counting(cost, false), ledger.counting(cost, true),
                                   [](int64_t) { return 0.01; });
   ASSERT_TRUE(r.ok()) << r.error_text();

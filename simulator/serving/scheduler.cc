@@ -74,11 +74,18 @@ Diagnostics check_requests_fit(const std::vector<Request>& requests, const Sched
   return out;
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
-  PX_CHECK(validate_scheduler_config(config, "scheduler").empty(),
+namespace {
+
+const SchedulerConfig& checked(const SchedulerConfig& c) {
+  PX_CHECK(validate_scheduler_config(c, "scheduler").empty(),
            "Scheduler: invalid config; call validate_scheduler_config first");
-  free_blocks_ = config.num_gpu_blocks;
+  return c;
 }
+
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config)
+    : config_(checked(config)), pool_(config.num_gpu_blocks) {}
 
 void Scheduler::add(const Request& r) {
   PX_CHECK(r.prompt_len >= 1 && r.output_len >= 1, "Scheduler::add: request "
@@ -90,7 +97,21 @@ void Scheduler::add(const Request& r) {
   s.id = r.id;
   s.prompt_len = r.prompt_len;
   s.output_len = r.output_len;
-  seqs_.push_back(s);
+  if (config_.enable_prefix_caching && !r.prefix_hashes.empty()) {
+    PX_CHECK(r.hash_block >= 1, "Scheduler::add: request " << r.id << " has prefix hashes of "
+                                                           << r.hash_block << " tokens");
+    // Chained, so a key names the whole prefix up to its block, as vLLM's block hashes do.
+    uint64_t h = 0;
+    for (uint64_t id : r.prefix_hashes) {
+      h = mix64(h ^ mix64(id));
+      s.chain.push_back(h);
+    }
+    s.hash_block = r.hash_block;
+    const int64_t named =
+        std::min(r.prompt_len, r.hash_block * static_cast<int64_t>(r.prefix_hashes.size()));
+    s.shared_blocks = named / config_.block_size;
+  }
+  seqs_.push_back(std::move(s));
   waiting_.push_back(static_cast<int32_t>(seqs_.size() - 1));
 }
 
@@ -116,24 +137,68 @@ int64_t Scheduler::wanted_tokens(const Seq& s) const {
 
 bool Scheduler::allocate(Seq& s, int64_t new_tokens) {
   // Most steps fit the blocks already held; skip the division then (it is the hot path).
-  if (s.computed + new_tokens <= s.blocks * config_.block_size) return true;
-  const int64_t need = ceil_div(s.computed + new_tokens, config_.block_size) - s.blocks;
-  if (need > free_blocks_) return false;
-  if (need > 0) {
-    s.blocks += need;
-    free_blocks_ -= need;
-  }
+  if (s.computed + new_tokens <= s.capacity(config_.block_size)) return true;
+  const int64_t need =
+      ceil_div(s.computed + new_tokens, config_.block_size) - static_cast<int64_t>(s.blocks.size());
+  if (need > pool_.free_blocks()) return false;
+  for (int64_t k = 0; k < need; ++k) s.blocks.push_back(pool_.allocate());
   return true;
 }
 
-void Scheduler::preempt(int32_t slot) {
-  // Recompute, as vLLM V1: the KV is dropped and rebuilt from prompt + outputs on resumption.
+uint64_t Scheduler::block_key(int32_t slot, int64_t j) const {
+  const Seq& s = seqs_[static_cast<size_t>(slot)];
+  uint64_t key = 0;
+  if (j < s.shared_blocks) {
+    const int64_t last_token = (j + 1) * config_.block_size - 1;
+    key = mix64(s.chain[static_cast<size_t>(last_token / s.hash_block)] ^ mix64(j));
+  } else {
+    // Private content: the slot and the block's position (never equal to a shared key but
+    // by a 64-bit collision).
+    key = mix64(mix64(~static_cast<uint64_t>(slot)) + static_cast<uint64_t>(j));
+  }
+  return key | 1;  // 0 means "no key" in the pool
+}
+
+void Scheduler::key_blocks(int32_t slot, bool private_too) {
   Seq& s = seqs_[static_cast<size_t>(slot)];
-  free_blocks_ += s.blocks;
-  s.blocks = 0;
+  int64_t full = s.computed / config_.block_size;
+  if (!private_too) full = std::min(full, s.shared_blocks);
+  for (; s.keyed < full; ++s.keyed) {
+    pool_.set_key(s.blocks[static_cast<size_t>(s.keyed)], block_key(slot, s.keyed));
+  }
+}
+
+std::vector<int32_t> Scheduler::cache_hits(int32_t slot) {
+  std::vector<int32_t> hits;
+  if (!config_.enable_prefix_caching) return hits;
+  const Seq& s = seqs_[static_cast<size_t>(slot)];
+  const int64_t most = (s.num_tokens() - 1) / config_.block_size;
+  for (int64_t j = 0; j < most; ++j) {
+    const int32_t b = pool_.lookup(block_key(slot, j));
+    if (b < 0) break;
+    hits.push_back(b);
+  }
+  prefix_queries_ += s.num_tokens();
+  prefix_hits_ += static_cast<int64_t>(hits.size()) * config_.block_size;
+  return hits;
+}
+
+void Scheduler::free_blocks(Seq& s) {
+  for (auto it = s.blocks.rbegin(); it != s.blocks.rend(); ++it) pool_.release(*it);
+  s.blocks.clear();
+  s.keyed = 0;
+}
+
+void Scheduler::preempt(int32_t slot) {
+  // Recompute, as vLLM V1: the KV is dropped and rebuilt from prompt + outputs on resumption,
+  // from the prefix cache as far as its blocks survive.
+  if (config_.enable_prefix_caching) key_blocks(slot, /*private_too=*/true);
+  Seq& s = seqs_[static_cast<size_t>(slot)];
+  free_blocks(s);
   s.computed = 0;
   waiting_.push_front(slot);
-  batch_.preempted.push_back(s.id);
+  ++s.epoch;
+  planning_.batch.preempted.push_back(s.id);
 }
 
 void Scheduler::emit(int32_t slot, int64_t new_tokens) {
@@ -146,11 +211,16 @@ void Scheduler::emit(int32_t slot, int64_t new_tokens) {
   // A decode: one token on top of a cache holding every earlier token of a request that has
   // already sampled. The tail of a chunked recompute can look the same, and costs the same.
   q.prefill = !(s.generated >= 1 && new_tokens == 1 && s.computed == s.num_tokens() - 1);
-  (q.prefill ? batch_.prefill_tokens : batch_.decode_tokens) += new_tokens;
-  batch_.sampled += q.samples ? 1 : 0;
-  batch_.seqs.push_back(q);
-  stepped_.push_back(slot);
+  IterationBatch& b = planning_.batch;
+  (q.prefill ? b.prefill_tokens : b.decode_tokens) += new_tokens;
+  b.sampled += q.samples ? 1 : 0;
+  b.seqs.push_back(q);
+  planning_.slots.push_back(slot);
+  planning_.epochs.push_back(s.epoch);
   s.computed += new_tokens;
+  // vLLM keys full blocks when it schedules their tokens, so a request admitted later in the
+  // same step can already hit them.
+  if (s.keyed < s.shared_blocks) key_blocks(slot, /*private_too=*/false);
 }
 
 void Scheduler::schedule_running(int64_t* budget) {
@@ -159,7 +229,10 @@ void Scheduler::schedule_running(int64_t* budget) {
     const int32_t slot = running_[i];
     Seq& s = seqs_[static_cast<size_t>(slot)];
     const int64_t n = std::min(wanted_tokens(s), *budget);
-    PX_CHECK(n >= 1, "Scheduler: running request " << s.id << " has nothing to compute");
+    if (n == 0) {  // all its tokens are in a step in flight: it waits for that step's output
+      ++i;
+      continue;
+    }
     bool scheduled = true;
     while (!allocate(s, n)) {
       const int32_t victim = running_.back();
@@ -179,14 +252,32 @@ void Scheduler::schedule_running(int64_t* budget) {
 
 void Scheduler::schedule_waiting(int64_t* budget) {
   // vLLM V1 admits nobody in a step that had to preempt: memory is already short.
-  if (!batch_.preempted.empty()) return;
+  if (!planning_.batch.preempted.empty()) return;
   while (!waiting_.empty() && *budget > 0 && num_running() < config_.max_num_seqs) {
     const int32_t slot = waiting_.front();
     Seq& s = seqs_[static_cast<size_t>(slot)];
-    int64_t n = wanted_tokens(s);
+    // Nothing computed: new, or resuming after a preemption; a disaggregated decode arrives with
+    // its prompt computed and is not looked up.
+    std::vector<int32_t> hits;
+    if (s.computed == 0) hits = cache_hits(slot);
+    const int64_t hit_tokens = static_cast<int64_t>(hits.size()) * config_.block_size;
+    int64_t n = s.num_tokens() - s.computed - hit_tokens;
+    const int64_t cap = config_.long_prefill_token_threshold;
+    if (cap > 0 && n > cap) n = cap;
     if (!config_.enable_chunked_prefill && n > *budget) break;
     n = std::min(n, *budget);
-    if (!allocate(s, n)) break;
+    // New blocks for the tokens beyond the hits, and the hits that sit in the free queue.
+    int64_t need = ceil_div(s.computed + hit_tokens + n, config_.block_size) -
+                   static_cast<int64_t>(s.blocks.size() + hits.size());
+    for (int32_t b : hits) need += pool_.ref_count(b) == 0 ? 1 : 0;
+    if (need > pool_.free_blocks()) break;
+    for (int32_t b : hits) {
+      pool_.touch(b);
+      s.blocks.push_back(b);
+    }
+    s.keyed = static_cast<int64_t>(hits.size());
+    s.computed += hit_tokens;
+    PX_CHECK(allocate(s, n), "Scheduler: admission lost its blocks");
     waiting_.pop_front();
     running_.push_back(slot);
     emit(slot, n);
@@ -194,41 +285,66 @@ void Scheduler::schedule_waiting(int64_t* budget) {
   }
 }
 
+void Scheduler::Step::clear() {
+  batch.seqs.clear();
+  batch.preempted.clear();
+  batch.prefill_tokens = batch.decode_tokens = batch.sampled = 0;
+  slots.clear();
+  epochs.clear();
+}
+
 const IterationBatch& Scheduler::schedule() {
-  PX_CHECK(!pending_update_, "Scheduler::schedule: call update_from_output for the last step");
-  batch_.seqs.clear();
-  batch_.preempted.clear();
-  batch_.prefill_tokens = batch_.decode_tokens = batch_.sampled = 0;
-  stepped_.clear();
+  planning_.clear();
   int64_t budget = config_.max_num_batched_tokens;
   schedule_running(&budget);
   schedule_waiting(&budget);
-  // Every request fits the cache alone and (without chunking) the budget, so some work is
-  // always possible: the first running request, or the head of waiting when nothing runs.
-  PX_CHECK(!batch_.empty() || !has_work(), "Scheduler::schedule: stalled with work pending");
-  pending_update_ = true;
-  return batch_;
+  if (planning_.batch.empty()) {
+    // Every request fits the cache alone and (without chunking) the budget, so with nothing in
+    // flight some work is always possible: the first running request, or the head of waiting.
+    PX_CHECK(!in_flight_.empty() || !has_work(), "Scheduler::schedule: stalled with work pending");
+    // A preemption can still happen in an empty step (the request itself was the victim).
+    empty_.preempted = planning_.batch.preempted;
+    return empty_;
+  }
+  in_flight_.push_back(std::move(planning_));
+  // Plan the next step in the vectors of an applied one.
+  planning_ = Step{};
+  if (!spare_.empty()) {
+    planning_ = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  return in_flight_.back().batch;
 }
 
-void Scheduler::update_from_output(std::vector<int64_t>* finished) {
-  PX_CHECK(pending_update_, "Scheduler::update_from_output: no step planned");
-  pending_update_ = false;
+const IterationBatch& Scheduler::update_from_output(std::vector<int64_t>* finished) {
+  PX_CHECK(!in_flight_.empty(), "Scheduler::update_from_output: no step in flight");
+  spare_.push_back(std::move(completed_));
+  completed_ = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  IterationBatch& batch = completed_.batch;
   bool any_finished = false;
-  for (size_t k = 0; k < stepped_.size(); ++k) {
-    if (!batch_.seqs[k].samples) continue;
-    Seq& s = seqs_[static_cast<size_t>(stepped_[k])];
+  for (size_t k = 0; k < completed_.slots.size(); ++k) {
+    ScheduledSeq& q = batch.seqs[k];
+    if (!q.samples) continue;
+    Seq& s = seqs_[static_cast<size_t>(completed_.slots[k])];
+    if (s.epoch != completed_.epochs[k]) {
+      q.samples = false;  // preempted after this step was planned: the token is dropped
+      --batch.sampled;
+      continue;
+    }
     ++s.generated;
     if (s.generated < s.output_len) continue;
-    free_blocks_ += s.blocks;
-    s.blocks = 0;
+    free_blocks(s);
     any_finished = true;
     if (finished != nullptr) finished->push_back(s.id);
   }
-  if (!any_finished) return;
-  std::erase_if(running_, [&](int32_t slot) {
-    const Seq& s = seqs_[static_cast<size_t>(slot)];
-    return s.generated >= s.output_len;
-  });
+  if (any_finished) {
+    std::erase_if(running_, [&](int32_t slot) {
+      const Seq& s = seqs_[static_cast<size_t>(slot)];
+      return s.generated >= s.output_len;
+    });
+  }
+  return batch;
 }
 
 }  // namespace parallax::serving

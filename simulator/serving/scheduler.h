@@ -21,8 +21,26 @@
 /// `update_from_output()` then applies the step: each sampling request gains one output token;
 /// the finished ones free their blocks and leave the running list.
 ///
+/// Several steps may be in flight at once, as vLLM V1's batch queue keeps a pipeline-parallel
+/// engine's stages busy: schedule() may be called again before the earlier steps are applied,
+/// and update_from_output() applies the oldest. Computed tokens advance when a step is planned,
+/// so a request whose scheduled tokens reach all it has (a decode, or its prompt's last chunk)
+/// waits for that step's output before it is scheduled again, while a long prompt's next chunk
+/// can go into the next step. A request preempted while a step of it is in flight loses that
+/// step's output (its KV is recomputed anyway).
+///
 /// Without chunked prefill, a waiting request is admitted only when all its missing tokens fit in
 /// the remaining budget of the step (vLLM's behaviour); prefills and decodes still share a step.
+///
+/// Prefix caching (on by default, as in vLLM V1): the blocks live in a KvBlockPool
+/// (kv_block_pool.h). A request with nothing computed (new, or resuming after a preemption) is
+/// first looked up: its leading full blocks whose content is cached (held by another request or
+/// still in the free queue) count as computed, at most num_tokens - 1 tokens, so at least one
+/// token is computed and samples (vLLM's max_cache_hit_length). Admission then needs free blocks
+/// for the new tokens plus the hit blocks that sit in the free queue. A block's content is its
+/// request's prompt up to the block's end when the block lies inside the prompt's shared prefix
+/// (Request::prefix_hashes), and otherwise private to the request, which can only hit it itself,
+/// after a preemption, if it was not evicted meanwhile.
 
 #include <cstdint>
 #include <deque>
@@ -30,6 +48,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "simulator/serving/kv_block_pool.h"
 #include "simulator/serving/workload.h"
 
 namespace parallax::serving {
@@ -43,6 +62,7 @@ struct SchedulerConfig {
   bool enable_chunked_prefill = true;        ///< a prompt may be computed over several steps
   int64_t long_prefill_token_threshold = 0;  ///< > 0: a prefill computes at most this many
                                              ///< tokens a step; 0 = no cap
+  bool enable_prefix_caching = true;         ///< vLLM V1's default
 };
 
 /// Every problem in the config, where = `where` + "." + field.
@@ -100,34 +120,60 @@ class Scheduler {
   /// output_len >= 2 (one more token to decode) and that it fits, as add().
   void add_prefilled(const Request& r);
 
-  /// Plans one step and allocates its KV blocks; then call update_from_output() before the next
-  /// schedule(). The batch is empty only when no request is running or waiting.
+  /// Plans one step and allocates its KV blocks. A non-empty step is in flight until
+  /// update_from_output() applies it; an empty one (nothing can be scheduled) needs no update.
+  /// With no step in flight the batch is empty only when no request is running or waiting.
+  /// The reference stays valid until the step is applied.
   const IterationBatch& schedule();
 
-  /// Applies the last planned step: samplers gain a token; finished requests free their blocks
-  /// and leave. Appends the ids of finished requests to `finished` (may be null).
-  void update_from_output(std::vector<int64_t>* finished);
+  /// Applies the oldest step in flight (PX_CHECKs there is one): samplers gain a token;
+  /// finished requests free their blocks and leave. Appends the ids of finished requests to
+  /// `finished` (may be null). Returns that step as applied, its output dropped for requests
+  /// preempted meanwhile (samples = false); valid until the next update_from_output().
+  const IterationBatch& update_from_output(std::vector<int64_t>* finished);
 
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  int64_t steps_in_flight() const { return static_cast<int64_t>(in_flight_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
-  int64_t blocks_used() const { return config_.num_gpu_blocks - free_blocks_; }
+  int64_t blocks_used() const { return config_.num_gpu_blocks - pool_.free_blocks(); }
   const SchedulerConfig& config() const { return config_; }
+  /// Prefix-cache lookups so far: the tokens of the requests looked up, and the tokens found
+  /// (vLLM's hit rate is hits / queries). Both 0 without prefix caching.
+  int64_t prefix_query_tokens() const { return prefix_queries_; }
+  int64_t prefix_hit_tokens() const { return prefix_hits_; }
 
  private:
   struct Seq {
     int64_t id = 0;
     int64_t prompt_len = 0, output_len = 0;
-    int64_t generated = 0;  ///< output tokens sampled so far
-    int64_t computed = 0;   ///< tokens whose KV is in the cache
-    int64_t blocks = 0;     ///< KV blocks held
+    int64_t generated = 0;        ///< output tokens sampled so far
+    int64_t computed = 0;         ///< tokens whose KV is in the cache
+    std::vector<int32_t> blocks;  ///< KV blocks held, in token order
+    std::vector<uint64_t> chain;  ///< chained content keys of the prompt's named prefix
+    int64_t hash_block = 0;       ///< tokens each chain entry covers
+    int64_t shared_blocks = 0;    ///< leading KV blocks inside the named prefix
+    int64_t keyed = 0;            ///< leading blocks given their content key
+    uint32_t epoch = 0;           ///< preemptions so far: steps planned before are stale
     int64_t num_tokens() const { return prompt_len + generated; }
+    int64_t capacity(int64_t block_size) const {
+      return static_cast<int64_t>(blocks.size()) * block_size;
+    }
   };
 
   /// Tokens `s` would compute now, before the budget cap.
   int64_t wanted_tokens(const Seq& s) const;
   /// Grows `s` to hold computed + new_tokens tokens; false when the free blocks do not suffice.
   bool allocate(Seq& s, int64_t new_tokens);
+  /// The content key of block `j` of the request in `slot`.
+  uint64_t block_key(int32_t slot, int64_t j) const;
+  /// Keys the full computed blocks of `slot` from s.keyed on: the shared ones, and with
+  /// `private_too` the request's own ones (only it can hit those, after a preemption).
+  void key_blocks(int32_t slot, bool private_too);
+  /// Cached leading blocks of `slot` (which has nothing computed), at most num_tokens - 1 tokens.
+  std::vector<int32_t> cache_hits(int32_t slot);
+  /// Returns the blocks of `s` to the pool, last first (vLLM frees in reverse order).
+  void free_blocks(Seq& s);
   void preempt(int32_t slot);
   void emit(int32_t slot, int64_t new_tokens);
   void schedule_running(int64_t* budget);
@@ -137,10 +183,20 @@ class Scheduler {
   std::vector<Seq> seqs_;         ///< every request ever added, by slot
   std::vector<int32_t> running_;  ///< slots, in scheduling order
   std::deque<int32_t> waiting_;   ///< slots, front first
-  std::vector<int32_t> stepped_;  ///< slots of the last planned step, parallel to batch_.seqs
-  int64_t free_blocks_ = 0;
-  IterationBatch batch_;
-  bool pending_update_ = false;
+  /// A planned step: the batch, and each seq's slot and epoch (parallel to batch.seqs).
+  struct Step {
+    IterationBatch batch;
+    std::vector<int32_t> slots;
+    std::vector<uint32_t> epochs;
+    void clear();
+  };
+  std::deque<Step> in_flight_;  ///< oldest first
+  Step planning_;               ///< the step being planned
+  Step completed_;              ///< the step last applied
+  std::vector<Step> spare_;     ///< applied steps whose vectors the next plans reuse
+  KvBlockPool pool_;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  IterationBatch empty_;
 };
 
 }  // namespace parallax::serving

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -17,6 +18,10 @@ Diagnostics validate_inputs(const std::vector<Request>& requests, const ServeCon
   if (config.replicas < 1) {
     out.push_back({"serve.replicas", "must be >= 1, got " + std::to_string(config.replicas), ""});
   }
+  if (config.pipeline_stages < 1) {
+    out.push_back({"serve.pipeline_stages",
+                   "must be >= 1, got " + std::to_string(config.pipeline_stages), ""});
+  }
   Diagnostics bad = validate_requests(requests, slo);
   out.insert(out.end(), bad.begin(), bad.end());
   if (!out.empty()) return out;
@@ -26,23 +31,28 @@ Diagnostics validate_inputs(const std::vector<Request>& requests, const ServeCon
 /// Stamps the step [t, end] on the clocks of the requests in `batch`.
 void record_tokens(const IterationBatch& batch, double t, double end, EngineTimeline* tl) {
   for (int64_t p : batch.preempted) ++tl->clock[static_cast<size_t>(p)].preemptions;
-  // Samplers whose previous token came at this step's start (the same double, stored as the
-  // last step's end) share one gap: one run for all of them.
-  int64_t steady = 0;
+  // Samplers whose previous tokens came at the same time (one earlier step's end, the same
+  // double) see the same gap: consecutive equal gaps make one run.
+  double gap = -1;
+  int64_t count = 0;
   for (const ScheduledSeq& q : batch.seqs) {
     RequestClock& c = tl->clock[static_cast<size_t>(q.request)];
     if (c.first_scheduled < 0) c.first_scheduled = t;
     if (!q.samples) continue;
     if (c.first_token < 0) {
       c.first_token = end;
-    } else if (c.last_token == t) {
-      ++steady;
     } else {
-      tl->itl.push_back({end - c.last_token, 1});
+      const double g = end - c.last_token;
+      if (count > 0 && g != gap) {
+        tl->itl.push_back({gap, count});
+        count = 0;
+      }
+      gap = g;
+      ++count;
     }
     c.last_token = end;
   }
-  if (steady > 0) tl->itl.push_back({end - t, steady});
+  if (count > 0) tl->itl.push_back({gap, count});
 }
 
 }  // namespace
@@ -76,49 +86,96 @@ Diagnostics validate_requests(const std::vector<Request>& requests, const SloSpe
 }
 
 Result<bool> run_engine(const EngineWork& work, bool keep_iterations, EngineTimeline* tl) {
-  PX_CHECK(work.config != nullptr && work.cost != nullptr && work.admit,
+  PX_CHECK(work.config != nullptr && (work.cost != nullptr || work.stages != nullptr) && work.admit,
            "run_engine: missing config, cost or admit");
   PX_CHECK(work.mine.size() == work.ready_s.size(), "run_engine: mine and ready_s differ in size");
+  PX_CHECK(work.pipeline_stages >= 1 && (work.stages != nullptr || work.pipeline_stages == 1),
+           "run_engine: " << work.pipeline_stages << " stages need a StageCost");
   Scheduler sched(*work.config);
-  const IterationCost& cost = *work.cost;
+  const auto stages = static_cast<size_t>(work.pipeline_stages);
   const double blocks = static_cast<double>(work.config->num_gpu_blocks);
+  std::vector<double> stage_s(1), stage_free(stages, 0.0);
+  struct Flight {
+    double start, end;
+  };
+  std::deque<Flight> flights;
   size_t next = 0;
+  int64_t launched = 0;
   double t = 0;
   while (true) {
     for (; next < work.mine.size() && work.ready_s[next] <= t; ++next) {
       work.admit(sched, work.mine[next]);
     }
-    if (!sched.has_work()) {
-      if (next == work.mine.size()) return true;
-      t = work.ready_s[next];
+    if (flights.size() < stages && sched.has_work()) {
+      const IterationBatch& batch = sched.schedule();
+      for (int64_t p : batch.preempted) {
+        if (batch.empty()) ++tl->clock[static_cast<size_t>(p)].preemptions;
+      }
+      if (!batch.empty()) {
+        if (work.stages != nullptr) {
+          (*work.stages)(batch, &stage_s);
+        } else {
+          stage_s.assign(1, (*work.cost)(batch));
+        }
+        double total = 0;
+        bool bad = stage_s.size() != stages;
+        for (double x : stage_s) {
+          bad = bad || !std::isfinite(x) || x < 0;
+          total += x;
+        }
+        if (bad) {
+          std::string got;
+          for (double x : stage_s) got += (got.empty() ? "" : ", ") + format_number("%g", x);
+          const std::string want = stages == 1
+                                       ? "must be finite and >= 0 seconds, got " + got
+                                       : "must be " + std::to_string(stages) +
+                                             " finite stage times >= 0 seconds, got [" + got + "]";
+          return Diagnostic{"iteration cost",
+                            want + " for a step of " + std::to_string(batch.num_seqs()) +
+                                " seqs (" + std::to_string(batch.prefill_tokens) + " prefill + " +
+                                std::to_string(batch.decode_tokens) + " decode tokens)",
+                            (work.pool == 1 ? "decode replica " : "replica ") +
+                                std::to_string(work.replica) + " at t=" + format_number("%g", t)};
+        }
+        const double start = std::max(t, stage_free[0]);
+        double end = start;
+        for (size_t st = 0; st < stages; ++st) {
+          end = std::max(end, stage_free[st]) + stage_s[st];
+          stage_free[st] = end;
+        }
+        flights.push_back({start, end});
+        // KV use weighted by the step's share of the engine's time (its mean stage time).
+        const double util = static_cast<double>(sched.blocks_used()) / blocks;
+        const double weight = total / static_cast<double>(stages);
+        tl->kv_weighted += util * weight;
+        tl->kv_plain += util;
+        tl->busy_s += weight;
+        tl->kv_max = std::max(tl->kv_max, util);
+        ++tl->iterations;
+        if (keep_iterations) {
+          tl->records.push_back({work.replica, work.pool,
+                                 static_cast<int>(launched % work.pipeline_stages), start,
+                                 end - start, batch.prefill_tokens, batch.decode_tokens,
+                                 batch.num_seqs(), sched.num_running(), sched.blocks_used()});
+        }
+        ++launched;
+        continue;
+      }
+    }
+    if (!flights.empty()) {
+      const Flight f = flights.front();
+      flights.pop_front();
+      t = std::max(t, f.end);
+      record_tokens(sched.update_from_output(nullptr), f.start, f.end, tl);
       continue;
     }
-    const IterationBatch& batch = sched.schedule();
-    const double dt = cost(batch);
-    if (!std::isfinite(dt) || dt < 0) {
-      return Diagnostic{"iteration cost",
-                        "must be finite and >= 0 seconds, got " + format_number("%g", dt) +
-                            " for a step of " + std::to_string(batch.num_seqs()) + " seqs (" +
-                            std::to_string(batch.prefill_tokens) + " prefill + " +
-                            std::to_string(batch.decode_tokens) + " decode tokens)",
-                        (work.pool == 1 ? "decode replica " : "replica ") +
-                            std::to_string(work.replica) + " at t=" + format_number("%g", t)};
+    PX_CHECK(!sched.has_work(), "run_engine: work pending but nothing scheduled or in flight");
+    if (next == work.mine.size()) {
+      tl->prefix_query_tokens += sched.prefix_query_tokens();
+      tl->prefix_hit_tokens += sched.prefix_hit_tokens();
+      return true;
     }
-    const double end = t + dt;
-    record_tokens(batch, t, end, tl);
-    const double util = static_cast<double>(sched.blocks_used()) / blocks;
-    tl->kv_weighted += util * dt;
-    tl->kv_plain += util;
-    tl->busy_s += dt;
-    tl->kv_max = std::max(tl->kv_max, util);
-    ++tl->iterations;
-    if (keep_iterations) {
-      tl->records.push_back({work.replica, work.pool, t, dt, batch.prefill_tokens,
-                             batch.decode_tokens, batch.num_seqs(), sched.num_running(),
-                             sched.blocks_used()});
-    }
-    sched.update_from_output(nullptr);
-    t = end;
+    t = work.ready_s[next];
   }
 }
 
@@ -179,6 +236,11 @@ ServeResult summarize_timeline(const std::vector<Request>& requests, const SloSp
   res.e2e_s = summarize(std::move(e2e));
   res.queue_s = summarize(std::move(queue));
   res.iterations = tl.iterations;
+  res.prefix_hit_tokens = tl.prefix_hit_tokens;
+  res.prefix_cache_hit_rate =
+      tl.prefix_query_tokens > 0
+          ? static_cast<double>(tl.prefix_hit_tokens) / static_cast<double>(tl.prefix_query_tokens)
+          : 0.0;
   res.kv_utilization_max = tl.kv_max;
   res.kv_utilization_mean = tl.busy_s > 0       ? tl.kv_weighted / tl.busy_s
                             : tl.iterations > 0 ? tl.kv_plain / static_cast<double>(tl.iterations)
@@ -263,10 +325,11 @@ Stats summarize_runs(Runs runs) {
   return s;
 }
 
-Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
-                                     const ServeConfig& config, const IterationCost& cost,
-                                     const SloSpec& slo, bool keep_iterations) {
-  PX_CHECK(static_cast<bool>(cost), "simulate_serving: no cost function");
+namespace {
+
+Result<ServeResult> simulate(const std::vector<Request>& requests, const ServeConfig& config,
+                             const IterationCost* cost, const StageCost* stages, const SloSpec& slo,
+                             bool keep_iterations) {
   Diagnostics errors = validate_inputs(requests, config, slo);
   if (!errors.empty()) return errors;
   if (requests.empty()) return ServeResult{};
@@ -277,7 +340,9 @@ Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
     EngineWork work;
     work.replica = static_cast<int>(rep);
     work.config = &config.scheduler;
-    work.cost = &cost;
+    work.cost = cost;
+    work.stages = stages;
+    work.pipeline_stages = config.pipeline_stages;
     for (size_t k = rep; k < order.size(); k += replicas) {
       work.mine.push_back(order[k]);
       work.ready_s.push_back(requests[order[k]].arrival_s);
@@ -292,6 +357,28 @@ Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
     if (!ran.ok()) return ran.errors();
   }
   return summarize_timeline(requests, slo, tl);
+}
+
+}  // namespace
+
+Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
+                                     const ServeConfig& config, const IterationCost& cost,
+                                     const SloSpec& slo, bool keep_iterations) {
+  PX_CHECK(static_cast<bool>(cost), "simulate_serving: no cost function");
+  if (config.pipeline_stages != 1) {
+    return Diagnostic{"serve.pipeline_stages",
+                      "a one-stage step cost prices " + std::to_string(config.pipeline_stages) +
+                          " stages, want 1",
+                      "give a StageCost for pipelined engines"};
+  }
+  return simulate(requests, config, &cost, nullptr, slo, keep_iterations);
+}
+
+Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
+                                     const ServeConfig& config, const StageCost& cost,
+                                     const SloSpec& slo, bool keep_iterations) {
+  PX_CHECK(static_cast<bool>(cost), "simulate_serving: no cost function");
+  return simulate(requests, config, nullptr, &cost, slo, keep_iterations);
 }
 
 }  // namespace parallax::serving

@@ -30,12 +30,20 @@ namespace parallax::serving {
 struct ServeConfig {
   SchedulerConfig scheduler;  ///< of every replica
   int replicas = 1;           ///< independent engines, fed round-robin
+  /// Pipeline stages of a replica. With more than one the engine keeps that many steps in
+  /// flight (vLLM V1's batch queue for pipeline parallelism), priced stage by stage (StageCost).
+  int pipeline_stages = 1;
 };
 
 /// Seconds one engine step takes on one replica (finite, >= 0), from the hardware cost model.
 /// In the batches simulate_serving passes, ScheduledSeq::request is the request's position in the
 /// input vector (not its id), so a callback can index its own per-request data.
 using IterationCost = std::function<double(const IterationBatch&)>;
+
+/// The seconds each pipeline stage of one replica spends on a step, stage 0 first (a stage's
+/// time includes sending its activations to the next), written into `stage_s`, one entry a
+/// stage (finite, >= 0). Same ScheduledSeq::request convention as IterationCost.
+using StageCost = std::function<void(const IterationBatch&, std::vector<double>* stage_s)>;
 
 /// Latency targets for goodput; 0 = no limit.
 struct SloSpec {
@@ -78,7 +86,8 @@ struct RequestRecord {
 struct IterationRecord {
   int replica = 0;  ///< within its pool
   int pool = 0;     ///< 0: a colocated engine or a disaggregated prefill engine; 1: decode engine
-  double start_s = 0, duration_s = 0;
+  int lane = 0;     ///< pipelined engines: the step's slot among those in flight (steps % stages)
+  double start_s = 0, duration_s = 0;  ///< from its first stage's start to its last stage's end
   int64_t prefill_tokens = 0, decode_tokens = 0;
   int64_t num_seqs = 0;        ///< requests computing tokens in the step
   int64_t running_seqs = 0;    ///< requests in the running list after planning
@@ -97,6 +106,10 @@ struct ServeResult {
   double kv_utilization_mean = 0, kv_utilization_max = 0;
   int64_t preemptions = 0;  ///< total over requests
   int64_t iterations = 0;   ///< steps, all replicas
+  /// Prefix caching, over every engine: tokens found in the cache at admission and their share
+  /// of the tokens looked up (vLLM's prefix cache hit rate); 0 without prefix caching.
+  int64_t prefix_hit_tokens = 0;
+  double prefix_cache_hit_rate = 0;
   /// Requests meeting every SLO given, per second of duration.
   double goodput_requests_per_s = 0;
   /// With keep_iterations; by start, then pool, then replica.
@@ -122,6 +135,7 @@ struct EngineTimeline {
   Runs itl;                         ///< every inter-token gap, all requests
   double kv_weighted = 0, kv_plain = 0, busy_s = 0, kv_max = 0;
   int64_t iterations = 0;
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   std::vector<IterationRecord> records;  ///< with keep_iterations, in each engine's order
 
   explicit EngineTimeline(size_t n) : clock(n) {}
@@ -132,7 +146,9 @@ struct EngineTimeline {
 struct EngineWork {
   int replica = 0, pool = 0;  ///< stamped on IterationRecords
   const SchedulerConfig* config = nullptr;
-  const IterationCost* cost = nullptr;
+  const IterationCost* cost = nullptr;  ///< one stage; or:
+  const StageCost* stages = nullptr;    ///< `pipeline_stages` stages (takes precedence)
+  int pipeline_stages = 1;
   std::vector<size_t> mine;
   std::vector<double> ready_s;
   std::function<void(Scheduler&, size_t)> admit;
@@ -143,6 +159,13 @@ struct EngineWork {
 /// stamping the requests' clocks in `tl`: first scheduled and first token only when not yet set
 /// (-1), every later token as an inter-token gap from the last one. Error: a cost that is
 /// negative or not finite.
+///
+/// Pipelined (pipeline_stages = S > 1), as vLLM V1's engine core runs its batch queue: while
+/// fewer than S steps are in flight and the scheduler plans a non-empty step, the step is
+/// launched at the current time; otherwise the engine waits for the oldest step in flight,
+/// applies it at its end (its tokens appear then) and moves the clock there. A step enters
+/// stage s when it has left stage s - 1 and the previous step has left stage s. With S = 1 this
+/// is the loop above.
 Result<bool> run_engine(const EngineWork& work, bool keep_iterations, EngineTimeline* tl);
 
 /// The result of a finished timeline: per-request records from the clocks, the statistics
@@ -162,6 +185,12 @@ std::vector<size_t> arrival_order(const std::vector<Request>& requests);
 /// milliseconds.
 Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
                                      const ServeConfig& config, const IterationCost& cost,
+                                     const SloSpec& slo = {}, bool keep_iterations = false);
+
+/// The same with each step priced stage by stage on config.pipeline_stages stages (which may
+/// be 1). Also an error: a cost giving another number of stages.
+Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
+                                     const ServeConfig& config, const StageCost& cost,
                                      const SloSpec& slo = {}, bool keep_iterations = false);
 
 }  // namespace parallax::serving

@@ -321,6 +321,99 @@ TEST(ServeSimStats, RunsMatchTheExpandedSample) {
   }
 }
 
+// Two pipeline stages, each half of a step that costs L = a + 32 c (b = c: prefill and decode
+// tokens cost the same). 64 one-token prompts, a 32-token budget: the first step takes 32, the
+// second (launched at once, the first still in flight) the other 32, and from then on the two
+// groups alternate, each step entering a stage as the other leaves it. So group A's first token
+// comes at L, group B's at 1.5 L, and every later token of either L after the last: TPOT = L,
+// all done at 50.5 L. One stage at a time (the same budget) runs group A's 50 steps first
+// (running requests take the budget before waiting ones) and then B's: done at 100 L.
+TEST(ServeSimPipeline, TwoStagesKeepTwoStepsInFlight) {
+  std::vector<Request> reqs;
+  for (int64_t i = 0; i < 64; ++i) reqs.push_back({i, 0.0, 1, 50});
+  const LinearCost f{0.01, 1e-3, 1e-3};
+  const double step = f.a + 32 * f.c;
+  ServeConfig c = config_with(32, 10000);
+  c.pipeline_stages = 2;
+  const StageCost halves = [&f](const IterationBatch& b, std::vector<double>* out) {
+    out->assign(2, f(b) / 2);
+  };
+  auto r = simulate_serving(reqs, c, halves, {}, true);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const RequestRecord& q = r->requests[i];
+    const double ttft = i < 32 ? step : 1.5 * step;
+    EXPECT_NEAR(q.first_token_s, ttft, 1e-12) << i;
+    EXPECT_NEAR(q.finish_s - q.first_token_s, 49 * step, 1e-9) << i;
+  }
+  EXPECT_NEAR(r->tpot_s.max, step, 1e-12);
+  EXPECT_NEAR(r->itl_s.max, step, 1e-12);
+  // Steps overlap: each starts half a step after the one before, on alternating lanes.
+  ASSERT_GE(r->iteration_records.size(), 4u);
+  EXPECT_NEAR(r->iteration_records[1].start_s - r->iteration_records[0].start_s, step / 2, 1e-12);
+  EXPECT_NE(r->iteration_records[0].lane, r->iteration_records[1].lane);
+
+  ServeConfig serial = config_with(32, 10000);
+  auto one = simulate_serving(reqs, serial, f);
+  ASSERT_TRUE(one.ok());
+  EXPECT_NEAR(one->tpot_s.p50, step, 1e-12);
+  EXPECT_NEAR(one->duration_s, 100 * step, 1e-9);
+  EXPECT_NEAR(r->duration_s, 50.5 * step, 1e-9);
+  // The one-stage cost refuses a pipelined config.
+  auto refused = simulate_serving(reqs, c, f);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(has_error(refused.errors(), "serve.pipeline_stages")) << refused.error_text();
+}
+
+TEST(ServeSimPipeline, AStageCostOfTheWrongLengthIsReported) {
+  ServeConfig c = config_with(8192, 100);
+  c.pipeline_stages = 2;
+  auto r = simulate_serving({{0, 0.0, 8, 2}}, c, [](const IterationBatch&, std::vector<double>* o) {
+    o->assign(3, 0.01);
+  });
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(has_error(r.errors(),
+                        "must be 2 finite stage times >= 0 seconds, got [0.01, 0.01, "
+                        "0.01]"))
+      << r.error_text();
+}
+
+TEST(ServeSimPrefix, EveryRequestAfterTheFirstHitsTheSharedPrefix) {
+  // 100 requests at once, 1024-token prompts whose first 768 tokens are one shared system
+  // prompt, a cache far larger than the load: the first computes its whole prompt, and each
+  // later one (admitted in the same step or after) finds the 48 shared blocks. vLLM keys a
+  // block when it schedules its tokens, so even requests in the first step hit.
+  std::vector<Request> reqs;
+  for (int64_t i = 0; i < 100; ++i) {
+    Request r(i, 0, 1024, 8);
+    r.prefix_hashes = {42};
+    r.hash_block = 768;
+    reqs.push_back(r);
+  }
+  int64_t prefill_tokens = 0;
+  const LinearCost f;
+  auto on = simulate_serving(reqs, config_with(8192, 100000), [&](const IterationBatch& b) {
+    prefill_tokens += b.prefill_tokens;
+    return f(b);
+  });
+  ASSERT_TRUE(on.ok()) << on.error_text();
+  EXPECT_EQ(prefill_tokens, 100 * 1024 - 99 * 768);
+  EXPECT_EQ(on->prefix_hit_tokens, 99 * 768);
+  EXPECT_NEAR(on->prefix_cache_hit_rate, 99.0 * 768 / (100.0 * 1024), 1e-12);
+
+  ServeConfig off = config_with(8192, 100000);
+  off.scheduler.enable_prefix_caching = false;
+  prefill_tokens = 0;
+  auto plain = simulate_serving(reqs, off, [&](const IterationBatch& b) {
+    prefill_tokens += b.prefill_tokens;
+    return f(b);
+  });
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(prefill_tokens, 100 * 1024);
+  EXPECT_EQ(plain->prefix_cache_hit_rate, 0);
+  EXPECT_LT(on->ttft_s.p90, plain->ttft_s.p90);
+}
+
 /// 10k requests x 256 outputs at batch 200 (~13k steps) with a trivial cost; prints the time
 /// once for the record, asserts only correctness.
 TEST(ServeSimScale, TenThousandRequests) {

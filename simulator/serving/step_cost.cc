@@ -186,43 +186,73 @@ double StepCost::gemm(double m, double k, double n, double batch) const {
          compute_.fp8_casts(g, GemmPass::kForward, int64_t{1} << 40).time_s;
 }
 
-StepCost::Parts StepCost::parts(const StepShape& s) const {
-  Parts p;
+StepCost::Priced StepCost::price(const StepShape& s) const {
+  Priced out;
   const double t = static_cast<double>(s.tokens());
-  if (t <= 0) return p;
+  if (t <= 0) return out;
   const double ab = act_bytes(d_.precision), h = static_cast<double>(m_.hidden);
   // Every dense layer costs the same, and every MoE layer: each kind is priced once.
-  for (const auto& [moe, count] : {std::pair{false, dense_layers_}, std::pair{true, moe_layers_}}) {
-    if (count == 0) continue;
-    Parts one;
-    layer(s, moe, &one);
-    p.gemm_s += one.gemm_s * count;
-    p.attention_s += one.attention_s * count;
-    p.memory_s += one.memory_s * count;
-    p.comm_s += one.comm_s * count;
-  }
+  if (dense_layers_ > 0) layer(s, false, &out.dense);
+  if (moe_layers_ > 0) layer(s, true, &out.moe);
   // Embedding lookup (vocab-parallel: its partial rows are all-reduced over tp).
-  p.memory_s += compute_.memory_bound(2 * t * h * ab).time_s;
-  if (d_.tp > 1) p.comm_s += comm_.engine_all_reduce(t * h * ab, tp_shape_).time_s;
-  // Activations between pipeline stages.
-  if (d_.pp > 1)
-    p.comm_s += (d_.pp - 1) * comm_.time(CollectiveOp::kSendRecv, t * h * ab, pp_pair_).time_s;
+  out.embed.memory_s += compute_.memory_bound(2 * t * h * ab).time_s;
+  if (d_.tp > 1) out.embed.comm_s += comm_.engine_all_reduce(t * h * ab, tp_shape_).time_s;
+  // Activations from one pipeline stage to the next.
+  if (d_.pp > 1) out.send_s = comm_.time(CollectiveOp::kSendRecv, t * h * ab, pp_pair_).time_s;
   // Output layer on the sampled rows only, their logits gathered over tp, then the sampler
   // (fp32 softmax, top-k/top-p and the draw: about four passes over the logits).
   const double rows = static_cast<double>(std::max<int64_t>(s.sampled, 0));
   if (rows > 0) {
     const double v = static_cast<double>(m_.vocab) / d_.tp;
-    p.head_s += compute_.memory_bound(2 * rows * h * ab).time_s;
-    p.head_s +=
-        compute_
-            .gemm(GemmShape{static_cast<int64_t>(rows), static_cast<int64_t>(v), m_.hidden, 1},
-                  d_.precision == Precision::kFp32 ? Precision::kFp32 : Precision::kBf16)
-            .time_s;
+    double& head = out.head.head_s;
+    head += compute_.memory_bound(2 * rows * h * ab).time_s;
+    head += compute_
+                .gemm(GemmShape{static_cast<int64_t>(rows), static_cast<int64_t>(v), m_.hidden, 1},
+                      d_.precision == Precision::kFp32 ? Precision::kFp32 : Precision::kBf16)
+                .time_s;
     if (d_.tp > 1)
-      p.head_s += comm_.time(CollectiveOp::kAllGather, rows * m_.vocab * ab, tp_shape_).time_s;
-    p.head_s += compute_.memory_bound(4 * rows * m_.vocab * kFp32Bytes).time_s;
+      head += comm_.time(CollectiveOp::kAllGather, rows * m_.vocab * ab, tp_shape_).time_s;
+    head += compute_.memory_bound(4 * rows * m_.vocab * kFp32Bytes).time_s;
   }
+  return out;
+}
+
+namespace {
+
+void add(StepCost::Parts* to, const StepCost::Parts& p, double times = 1) {
+  to->gemm_s += p.gemm_s * times;
+  to->attention_s += p.attention_s * times;
+  to->memory_s += p.memory_s * times;
+  to->comm_s += p.comm_s * times;
+  to->head_s += p.head_s * times;
+}
+
+}  // namespace
+
+StepCost::Parts StepCost::parts(const StepShape& s) const {
+  const Priced q = price(s);
+  Parts p;
+  add(&p, q.dense, dense_layers_);
+  add(&p, q.moe, moe_layers_);
+  add(&p, q.embed);
+  p.comm_s += (d_.pp - 1) * q.send_s;
+  add(&p, q.head);
   return p;
+}
+
+void StepCost::stage_times(const StepShape& s, std::vector<double>* stage_s) const {
+  const Priced q = price(s);
+  stage_s->assign(static_cast<size_t>(d_.pp), 0.0);
+  for (int st = 0; st < d_.pp; ++st) {
+    const auto [first, end] = stage_layers(m_.layers, d_.pp, st);
+    int moe = 0;
+    for (int l = first; l < end; ++l) moe += m_.is_moe_layer(l) ? 1 : 0;
+    double& x = (*stage_s)[static_cast<size_t>(st)];
+    x = (end - first - moe) * q.dense.total() + moe * q.moe.total();
+    if (st == 0) x += q.embed.total();
+    if (st < d_.pp - 1) x += q.send_s;
+    if (st == d_.pp - 1) x += q.head.total();
+  }
 }
 
 void StepCost::attention(const StepShape& s, Parts* p) const {

@@ -32,6 +32,7 @@ struct Deployment {
   int block_size = 16;                     ///< KV-cache block, tokens (--block-size)
   int64_t max_num_seqs = 256;              ///< --max-num-seqs
   int64_t max_num_batched_tokens = 8192;   ///< --max-num-batched-tokens
+  bool enable_prefix_caching = true;       ///< --enable-prefix-caching (vLLM V1's default)
   int gpus() const { return tp * pp * dp; }
 };
 
@@ -93,7 +94,19 @@ class StepCost {
   };
   Parts parts(const StepShape& s) const;
 
+  /// The step on each of the pp stages, stage 0 first: its layers (an even split, the remainder
+  /// to the last stages), the embedding on the first, sending the activations to the next on
+  /// every stage but the last, the output layer and sampling on the last. They sum to time_s.
+  void stage_times(const StepShape& s, std::vector<double>* stage_s) const;
+
  private:
+  /// The pieces of a step, each priced once: one dense and one MoE layer, the embedding, one
+  /// stage-to-stage send, the output layer with sampling.
+  struct Priced {
+    Parts dense, moe, embed, head;
+    double send_s = 0;
+  };
+  Priced price(const StepShape& s) const;
   void layer(const StepShape& s, bool moe, Parts* p) const;
   void attention(const StepShape& s, Parts* p) const;
   double gemm(double m, double k, double n, double batch = 1) const;

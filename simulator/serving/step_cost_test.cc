@@ -93,6 +93,37 @@ TEST(StepCost, DecodeAttentionReadsTheCacheOnce) {
 // KV bytes per token and layer: K and V of the rank's KV heads in bf16. Llama-3.1 70B has 8 KV
 // heads of 128: 4096 bytes whole, 512 at tp 8, and still 512 at tp 16 (a head is replicated,
 // not split). DeepSeek-V3's MLA keeps a 512-wide latent and a 64-wide rotary key on every rank.
+// The stages of a pipelined replica add up to the whole step; the first carries the embedding,
+// the last the output layer and sampler, and the layers split as evenly as they go (DeepSeek-V3:
+// 61 layers, the first 3 dense, on 4 stages of 15, 15, 15, 16 layers; Llama-3.1 70B: 80 in 20s).
+TEST(StepCost, StagesSumToTheStep) {
+  const HwProfile hw = h100();
+  StepShape mixed = decode_step(64, 2048);
+  mixed.prefills.push_back({1024, 512});
+  mixed.sampled += 1;
+  for (const char* name : {"llama3.1-70b", "deepseek-v3"}) {
+    const ModelSpec m = zoo(name);
+    for (int pp : {1, 2, 4}) {
+      Deployment d;
+      d.tp = 8;
+      d.pp = pp;
+      const StepCost cost(m, hw, d);
+      std::vector<double> stages;
+      cost.stage_times(mixed, &stages);
+      ASSERT_EQ(stages.size(), static_cast<size_t>(pp));
+      double sum = 0;
+      for (double x : stages) sum += x;
+      EXPECT_NEAR(sum, cost.time_s(mixed), 1e-12 * sum) << name << " pp" << pp;
+      if (pp == 1) continue;
+      for (double x : stages) EXPECT_GT(x, 0.5 * sum / pp) << name << " pp" << pp;
+      // The middle stages hold the same layers and send the same activations: equal; the first
+      // adds the embedding, the last the output layer but no send.
+      if (pp == 4) EXPECT_EQ(stages[1], stages[2]) << name;
+      EXPECT_NE(stages.front(), stages[1]) << name << " pp" << pp;
+    }
+  }
+}
+
 TEST(KvBudget, BytesPerTokenFollowTheAttentionKind) {
   const ModelSpec llama = zoo("llama3.1-70b");
   EXPECT_EQ(kv_bytes_per_token_layer(llama, 1), 4096.0);

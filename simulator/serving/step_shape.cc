@@ -16,16 +16,38 @@ StepShape step_shape(const IterationBatch& b) {
   return s;
 }
 
+IterationCost iteration_cost(const StepCost& cost) {
+  return [&cost](const IterationBatch& b) { return cost.time_s(step_shape(b)); };
+}
+
+StageCost stage_cost(const StepCost& cost) {
+  return [&cost](const IterationBatch& b, std::vector<double>* stage_s) {
+    cost.stage_times(step_shape(b), stage_s);
+  };
+}
+
 ServeConfig engine_config(const Deployment& d, int64_t num_gpu_blocks, bool chunked_prefill,
                           int64_t long_prefill_token_threshold) {
   ServeConfig c;
   c.replicas = d.dp;
+  c.pipeline_stages = d.pp;
   c.scheduler.max_num_seqs = d.max_num_seqs;
   c.scheduler.max_num_batched_tokens = d.max_num_batched_tokens;
   c.scheduler.block_size = d.block_size;
   c.scheduler.num_gpu_blocks = num_gpu_blocks;
   c.scheduler.enable_chunked_prefill = chunked_prefill;
   c.scheduler.long_prefill_token_threshold = long_prefill_token_threshold;
+  c.scheduler.enable_prefix_caching = d.enable_prefix_caching;
+  return c;
+}
+
+PdConfig pd_config(const Deployment& d, int64_t num_gpu_blocks, int prefill_replicas,
+                   int decode_replicas) {
+  PdConfig c;
+  c.prefill = engine_config(d, num_gpu_blocks).scheduler;
+  c.decode = c.prefill;
+  c.prefill_replicas = prefill_replicas;
+  c.decode_replicas = decode_replicas;
   return c;
 }
 

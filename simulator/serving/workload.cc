@@ -25,8 +25,8 @@ enum FieldIndex { kArrival = 0, kPrompt = 1, kOutput = 2, kNumFields = 3 };
 const std::vector<Field>& trace_fields() {
   static const std::vector<Field> fields = {
       {{"arrival_s", "timestamp"}, false},
-      {{"prompt_len", "input_len", "prompt_tokens"}, true},
-      {{"output_len", "output_tokens"}, true},
+      {{"prompt_len", "input_len", "prompt_tokens", "input_length"}, true},
+      {{"output_len", "output_tokens", "output_length"}, true},
   };
   return fields;
 }
@@ -103,8 +103,31 @@ void add_if_complete(const double (&values)[kNumFields], size_t errors_before,
   out->push_back(r);
 }
 
-void parse_json_line(const Line& line, const std::string& where, Diagnostics* errors,
-                     std::vector<Request>* out) {
+/// The `hash_ids` of a JSON trace line into `r`; every bad entry reported.
+void parse_hash_ids(const nlohmann::json& j, int64_t hash_block, const std::string& where,
+                    Diagnostics* errors, Request* r) {
+  if (!j.contains("hash_ids")) return;
+  const nlohmann::json& ids = j["hash_ids"];
+  if (!ids.is_array()) {
+    errors->push_back(
+        {where, "hash_ids: must be an array of integers >= 0, got " + excerpt(ids.dump()), ""});
+    return;
+  }
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (!ids[k].is_number_unsigned()) {
+      errors->push_back({where,
+                         "hash_ids[" + std::to_string(k) + "]: must be an integer >= 0, got " +
+                             excerpt(ids[k].dump()),
+                         ""});
+      return;
+    }
+    r->prefix_hashes.push_back(ids[k].get<uint64_t>());
+  }
+  if (!r->prefix_hashes.empty()) r->hash_block = hash_block;
+}
+
+void parse_json_line(const Line& line, const std::string& where, int64_t hash_block,
+                     Diagnostics* errors, std::vector<Request>* out) {
   nlohmann::json j = nlohmann::json::parse(line.text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     errors->push_back({where, "want a JSON object, got " + excerpt(line.text), ""});
@@ -135,7 +158,13 @@ void parse_json_line(const Line& line, const std::string& where, Diagnostics* er
     }
     check_value(field, found, v.get<double>(), where, errors, &values[f]);
   }
+  Request prefix;
+  parse_hash_ids(j, hash_block, where, errors, &prefix);
   add_if_complete(values, before, *errors, out);
+  if (errors->size() == before) {
+    out->back().prefix_hashes = std::move(prefix.prefix_hashes);
+    out->back().hash_block = prefix.hash_block;
+  }
 }
 
 std::vector<std::string_view> split_csv(std::string_view line) {
@@ -232,7 +261,20 @@ std::vector<Request> poisson_requests(int64_t n, double rate_per_s, int64_t prom
   return out;
 }
 
-Result<std::vector<Request>> parse_requests(std::string_view text, const std::string& source) {
+void assign_shared_prefixes(std::vector<Request>* requests, int64_t prefix_len, int64_t groups,
+                            uint64_t seed) {
+  PX_CHECK(prefix_len >= 1 && groups >= 1,
+           "assign_shared_prefixes: prefix_len=" << prefix_len << " groups=" << groups);
+  std::mt19937_64 rng(seed ^ 0x5DEECE66Dull);
+  for (Request& r : *requests) {
+    r.prefix_hashes = {rng() % static_cast<uint64_t>(groups)};
+    r.hash_block = prefix_len;
+  }
+}
+
+Result<std::vector<Request>> parse_requests(std::string_view text, const std::string& source,
+                                            int64_t hash_block) {
+  PX_CHECK(hash_block >= 1, "parse_requests: hash_block=" << hash_block);
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte-order mark
   const std::vector<Line> lines = non_blank_lines(text);
   if (lines.empty()) return Diagnostic{source, "no requests: the trace is empty", ""};
@@ -240,7 +282,7 @@ Result<std::vector<Request>> parse_requests(std::string_view text, const std::st
   std::vector<Request> out;
   if (lines.front().text.front() == '{') {
     for (const Line& line : lines) {
-      parse_json_line(line, source + ":" + std::to_string(line.number), &errors, &out);
+      parse_json_line(line, source + ":" + std::to_string(line.number), hash_block, &errors, &out);
     }
   } else {
     parse_csv(lines, source, &errors, &out);

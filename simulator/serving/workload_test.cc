@@ -108,7 +108,7 @@ TEST(WorkloadTrace, ReportsEveryBadJsonLine) {
   EXPECT_EQ(e.size(), 7u) << r.error_text();
   EXPECT_TRUE(has_error(e,
                         "t.jsonl:2: output_len: missing (hint: accepted keys: output_len, "
-                        "output_tokens)"))
+                        "output_tokens, output_length)"))
       << r.error_text();
   EXPECT_TRUE(has_error(e, "t.jsonl:3: prompt_len: must be an integer >= 1, got -5"));
   EXPECT_TRUE(has_error(e, "t.jsonl:5: arrival_s: must be a finite number >= 0"));
@@ -116,6 +116,50 @@ TEST(WorkloadTrace, ReportsEveryBadJsonLine) {
   EXPECT_TRUE(has_error(e, "t.jsonl:6: prompt_len: must be a number, got \"8\""));
   EXPECT_TRUE(has_error(e, "t.jsonl:7: want a JSON object"));
   EXPECT_TRUE(has_error(e, "t.jsonl:8: want a JSON object, got [1, 2, 3]"));
+}
+
+TEST(WorkloadTrace, ReadsMooncakeHashIds) {
+  // Mooncake's keys (input_length, output_length, hash_ids); arrivals already in seconds.
+  const std::string text =
+      "{\"timestamp\": 2, \"input_length\": 1100, \"output_length\": 9, "
+      "\"hash_ids\": [0, 1, 7]}\n"
+      "{\"timestamp\": 1, \"input_length\": 600, \"output_length\": 3}\n";
+  auto r = parse_requests(text, "mooncake.jsonl", 512);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].prompt_len, 600);  // sorted by arrival
+  EXPECT_TRUE((*r)[0].prefix_hashes.empty());
+  EXPECT_EQ((*r)[1].prefix_hashes, (std::vector<uint64_t>{0, 1, 7}));
+  EXPECT_EQ((*r)[1].hash_block, 512);
+  EXPECT_EQ((*r)[1].output_len, 9);
+
+  auto bad = parse_requests(
+      "{\"arrival_s\": 0, \"prompt_len\": 8, \"output_len\": 4, \"hash_ids\": [1, -2]}\n"
+      "{\"arrival_s\": 0, \"prompt_len\": 8, \"output_len\": 4, \"hash_ids\": 5}\n",
+      "h.jsonl");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.errors().size(), 2u) << bad.error_text();
+  EXPECT_TRUE(has_error(bad.errors(), "h.jsonl:1: hash_ids[1]: must be an integer >= 0, got -2"))
+      << bad.error_text();
+  EXPECT_TRUE(has_error(bad.errors(), "h.jsonl:2: hash_ids: must be an array of integers"));
+}
+
+TEST(WorkloadPrefix, EachRequestGetsOneOfTheGroupsDeterministically) {
+  auto a = poisson_requests(400, 5.0, 1000, 10, 3);
+  auto b = a;
+  assign_shared_prefixes(&a, 700, 4, 9);
+  assign_shared_prefixes(&b, 700, 4, 9);
+  std::vector<int> count(4, 0);
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].prefix_hashes.size(), 1u);
+    EXPECT_EQ(a[i].prefix_hashes, b[i].prefix_hashes);
+    EXPECT_EQ(a[i].hash_block, 700);
+    ASSERT_LT(a[i].prefix_hashes[0], 4u);
+    ++count[a[i].prefix_hashes[0]];
+  }
+  // 400 draws over 4 groups: each near 100 (binomial sd ~8.7).
+  for (int c : count) EXPECT_NEAR(c, 100, 40);
+  EXPECT_EQ(a[7].arrival_s, poisson_requests(400, 5.0, 1000, 10, 3)[7].arrival_s);
 }
 
 TEST(WorkloadTrace, ReportsEveryBadCsvRow) {
