@@ -1,7 +1,7 @@
 // `parallax serve-plan`: search the deployments of a model on N GPUs (tensor, pipeline and expert
-// parallelism of a replica, replicas, engine limits), simulate each on the same request load and
-// rank them by throughput under p90 latency targets; print the vLLM or SGLang command of the
-// best.
+// parallelism of a replica, replicas, engine limits, prefill/decode disaggregation), simulate each
+// on the same request load and rank them by throughput under p90 latency targets; print the vLLM
+// or SGLang command of the best.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -24,13 +24,14 @@ struct Opts {
   ServeSlo slo;
   double gpu_memory_utilization = 0.9;
   int block_size = 16;
+  bool no_pd = false;  ///< --no-pd: colocated deployments only
 };
 
 Json candidate_json(const ServeCandidate& c, int rank) {
   const serving::Deployment& d = c.deployment;
   Json j = {
       {"rank", rank},
-      {"label", deployment_label(d)},
+      {"label", deployment_label(d, c.engine.prefill_replicas)},
       {"deployment", {{"gpus", d.gpus()}, {"tp", d.tp}, {"pp", d.pp}, {"dp", d.dp}, {"ep", d.ep}}},
       {"engine",
        {{"max_num_seqs", d.max_num_seqs},
@@ -46,6 +47,10 @@ Json candidate_json(const ServeCandidate& c, int rank) {
       {"goodput_requests_per_s", c.goodput_requests_per_s},
       {"meets", c.meets},
       {"miss", c.miss}};
+  if (c.engine.prefill_replicas > 0)
+    j["pd"] = {{"prefill_replicas", c.engine.prefill_replicas},
+               {"decode_replicas", d.dp - c.engine.prefill_replicas},
+               {"kv_transfer_s_mean", c.kv_transfer_mean_s}};
   if (c.load_searched)
     j["max_load"] = {{"max_rate_per_s", c.max_rate_per_s},
                      {"failing_rate_per_s", c.failing_rate_per_s},
@@ -70,9 +75,12 @@ Json result_json(const ServePlanRequest& r, const ServePlanResult& s, int top) {
                 {"rate_per_s", w.rate_per_s},
                 {"prompt_len", w.prompt_len},
                 {"output_len", w.output_len},
+                {"prefix_len", w.prefix_len},
+                {"prefix_groups", w.prefix_groups},
                 {"seed", w.seed}}},
               {"slo", {{"ttft_p90_s", r.slo.ttft_p90_s}, {"tpot_p90_s", r.slo.tpot_p90_s}}},
               {"candidates", s.candidates},
+              {"pd_candidates", s.pd_candidates},
               {"pruned", pruned},
               {"simulated", s.simulated},
               {"feasible", static_cast<int64_t>(s.ranked.size())},
@@ -86,15 +94,15 @@ void print_table(const ServePlanRequest& r, const ServePlanResult& s, int top) {
               static_cast<long long>(w.requests), static_cast<long long>(w.prompt_len),
               static_cast<long long>(w.output_len), w.rate_per_s);
   const bool load = !s.ranked.empty() && s.ranked.front().load_searched;
-  std::printf("%-4s %-15s %5s %6s %9s %7s %9s %9s %-5s%s\n", "rank", "deployment", "seqs", "tokens",
+  std::printf("%-4s %-21s %5s %6s %9s %7s %9s %9s %-5s%s\n", "rank", "deployment", "seqs", "tokens",
               "tok/s", "per GPU", "TTFT p90", "TPOT p90", "meets", load ? "  max req/s" : "");
   for (size_t i = 0; i < s.ranked.size() && i < static_cast<size_t>(top); ++i) {
     const ServeCandidate& c = s.ranked[i];
     std::string rate;
     if (c.load_searched)
       rate = "  " + format_number("%.2f", c.max_rate_per_s) + (c.max_rate_capped ? "+" : "");
-    std::printf("%-4zu %-15s %5lld %6lld %9.0f %7.0f %6.0f ms %6.1f ms %-5s%s\n", i + 1,
-                deployment_label(c.deployment).c_str(),
+    std::printf("%-4zu %-21s %5lld %6lld %9.0f %7.0f %6.0f ms %6.1f ms %-5s%s\n", i + 1,
+                deployment_label(c.deployment, c.engine.prefill_replicas).c_str(),
                 static_cast<long long>(c.deployment.max_num_seqs),
                 static_cast<long long>(c.deployment.max_num_batched_tokens), c.output_tokens_per_s,
                 c.output_tokens_per_s_per_gpu, c.ttft_p90_s * 1e3, c.tpot_p90_s * 1e3,
@@ -116,6 +124,7 @@ int run(const Opts& o, ServePlanOptions opt) {
   r.block_size = o.block_size;
   r.tp = o.tp;
   r.pp = o.pp;
+  r.search_pd = !o.no_pd;
   auto found = search_deployments(r, opt);
   if (!found) {
     const bool nothing_fits = found.errors().front().where == "serve-plan";
@@ -164,12 +173,19 @@ void add_serve_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--requests", o->workload.requests, "requests simulated per candidate");
   cmd->add_option("--prompt-len", o->workload.prompt_len, "prompt tokens of each request");
   cmd->add_option("--output-len", o->workload.output_len, "output tokens of each request");
+  cmd->add_option("--prefix-len", o->workload.prefix_len,
+                  "tokens of each prompt shared with other requests (served from the prefix "
+                  "cache; 0: none)");
+  cmd->add_option("--prefix-groups", o->workload.prefix_groups,
+                  "distinct shared prefixes, one drawn per request");
   cmd->add_option("--seed", o->workload.seed, "seed of the arrivals");
   cmd->add_option("--ttft-p90", o->slo.ttft_p90_s, "p90 time-to-first-token target, s (0: none)");
   cmd->add_option("--tpot-p90", o->slo.tpot_p90_s, "p90 time-per-output-token target, s (0: none)");
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
                   "fraction of HBM the engine may use");
   cmd->add_option("--block-size", o->block_size, "KV-cache block, tokens");
+  cmd->add_flag("--no-pd", o->no_pd,
+                "colocated deployments only: do not also search prefill/decode splits P:D");
   cmd->add_flag("--max-load", opt->max_load,
                 "also bisect, for the first candidates, the highest rate meeting the SLO");
   cmd->add_option("--max-load-top", opt->max_load_top, "how many candidates --max-load bisects")
@@ -181,7 +197,8 @@ void add_serve_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--threads", opt->threads, "simulation threads (0: all cores)");
   cmd->footer(
       "Defaults: llama3.1-70b on 8 x h100-sxm-80gb, 2000 requests of 1024 + 256 tokens at "
-      "4 req/s, no SLO.\n"
+      "4 req/s, no SLO; every layout with 2 or more replicas is also tried disaggregated into "
+      "P prefill + D decode replicas (--no-pd: not).\n"
       "Example: parallax serve-plan --model llama3.1-70b --gpus 8 --rate 8 --ttft-p90 0.5 "
       "--tpot-p90 0.05 --max-load --emit vllm\n"
       "Exit code: 0 ranked, 1 no deployment fits, 2 bad input.");

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <tuple>
 
 #include "core/text.h"
+#include "simulator/serving/pd_sim.h"
 #include "simulator/serving/serve_sim.h"
 #include "simulator/serving/step_shape.h"
 
@@ -54,9 +56,11 @@ Prune prune_of(const Diagnostics& d) {
   return Prune::kOther;
 }
 
-/// Total order for ties: the layout, then the engine limits.
-auto layout_key(const Deployment& d) {
-  return std::make_tuple(d.tp, d.pp, d.dp, d.ep, d.max_num_seqs, d.max_num_batched_tokens);
+/// Total order for ties: the layout, the P/D split (colocated first), then the engine limits.
+auto layout_key(const ServeCandidate& c) {
+  const Deployment& d = c.deployment;
+  return std::make_tuple(d.tp, d.pp, d.dp, d.ep, c.engine.prefill_replicas, d.max_num_seqs,
+                         d.max_num_batched_tokens);
 }
 
 bool ranked_before(const ServeCandidate& a, const ServeCandidate& b) {
@@ -65,7 +69,7 @@ bool ranked_before(const ServeCandidate& a, const ServeCandidate& b) {
   if (a.output_tokens_per_s_per_gpu != b.output_tokens_per_s_per_gpu)
     return a.output_tokens_per_s_per_gpu > b.output_tokens_per_s_per_gpu;
   if (a.ttft_p90_s != b.ttft_p90_s) return a.ttft_p90_s < b.ttft_p90_s;
-  return layout_key(a.deployment) < layout_key(b.deployment);
+  return layout_key(a) < layout_key(b);
 }
 
 Diagnostics validate(const ServePlanRequest& r, const ServePlanOptions& opt) {
@@ -79,6 +83,10 @@ Diagnostics validate(const ServePlanRequest& r, const ServePlanOptions& opt) {
   if (w.prompt_len < 1 || w.output_len < 1)
     bad("--prompt-len", "prompt and output lengths must be at least 1, got " +
                             std::to_string(w.prompt_len) + " and " + std::to_string(w.output_len));
+  if (w.prefix_len < 0 || w.prefix_len > w.prompt_len || w.prefix_groups < 1)
+    bad("--prefix-len", "a shared prefix is 0 to --prompt-len tokens in 1 or more groups, got " +
+                            std::to_string(w.prefix_len) + " tokens in " +
+                            std::to_string(w.prefix_groups));
   if (!(w.rate_per_s >= 0) || std::isinf(w.rate_per_s))
     bad("--rate",
         "must be a finite rate >= 0 (0: all at once), got " + format_number("%g", w.rate_per_s));
@@ -102,8 +110,14 @@ Diagnostics validate(const ServePlanRequest& r, const ServePlanOptions& opt) {
   return out;
 }
 
+/// A candidate to simulate: a deployment and its P/D split (0: colocated).
+struct Layout {
+  Deployment d;
+  int prefill_replicas = 0;
+};
+
 struct Space {
-  std::vector<Deployment> kept;
+  std::vector<Layout> kept;  ///< colocated
   int64_t candidates = 0;
   std::array<int64_t, static_cast<size_t>(Prune::kCount)> pruned{};
 };
@@ -119,7 +133,7 @@ void consider(const ServePlanRequest& r, const Deployment& d, Space* s) {
   if (!kv) return prune(Prune::kNoKvCache);
   const serving::Request one{0, 0, r.workload.prompt_len, r.workload.output_len};
   if (serving::peak_blocks(one, d.block_size) > kv->blocks) return prune(Prune::kRequestFit);
-  s->kept.push_back(d);
+  s->kept.push_back({d, 0});
 }
 
 Space enumerate(const ServePlanRequest& r) {
@@ -156,22 +170,46 @@ struct Run {
   double requests_per_s = 0;
 };
 
-Result<Run> run(const ServePlanRequest& r, const Deployment& d, double rate_per_s) {
+/// Simulates `d` colocated (prefill_replicas = 0) or disaggregated as `serve --pd P:D` does with
+/// the same engine limits in both pools, and scores it.
+Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_replicas,
+                double rate_per_s) {
   auto kv = serving::kv_budget(r.model, r.hw, d);
   if (!kv) return kv.errors();
   const ServeWorkload& w = r.workload;
-  const auto requests =
+  auto requests =
       serving::poisson_requests(w.requests, rate_per_s, w.prompt_len, w.output_len, w.seed);
-  const serving::ServeConfig config = serving::engine_config(d, kv->blocks);
+  if (w.prefix_len > 0)
+    serving::assign_shared_prefixes(&requests, w.prefix_len, w.prefix_groups, w.seed);
   const serving::StepCost cost(r.model, r.hw, d);
-  auto sim = serving::simulate_serving(requests, config, serving::stage_cost(cost),
-                                       serving::SloSpec{r.slo.ttft_p90_s, r.slo.tpot_p90_s});
-  if (!sim) return sim.errors();
+  const serving::IterationCost price = serving::iteration_cost(cost);
+  const serving::SloSpec slo{r.slo.ttft_p90_s, r.slo.tpot_p90_s};
   Run out;
   ServeCandidate& c = out.c;
+  Result<serving::ServeResult> sim = serving::ServeResult{};
+  if (prefill_replicas == 0) {
+    sim = serving::simulate_serving(requests, serving::engine_config(d, kv->blocks),
+                                    serving::stage_cost(cost), slo);
+  } else {
+    const serving::KvTransferTime transfer =
+        serving::kv_transfer_time(r.hw, kv->kv_bytes_per_token);
+    double sum = 0;
+    int64_t moved = 0;
+    for (const serving::Request& q : requests) {
+      if (q.output_len < 2) continue;  // finished at its first token, never transferred
+      sum += transfer(q.prompt_len);
+      ++moved;
+    }
+    c.kv_transfer_mean_s = moved > 0 ? sum / static_cast<double>(moved) : 0.0;
+    sim = serving::simulate_disaggregated(
+        requests, serving::pd_config(d, kv->blocks, prefill_replicas, d.dp - prefill_replicas),
+        price, price, transfer, slo);
+  }
+  if (!sim) return sim.errors();
   c.deployment = d;
   c.engine.enable_chunked_prefill = true;
   c.engine.gpus = d.gpus();
+  c.engine.prefill_replicas = prefill_replicas;
   c.kv_tokens = kv->tokens();
   c.output_tokens_per_s = sim->output_tokens_per_s;
   c.output_tokens_per_s_per_gpu = sim->output_tokens_per_s / d.gpus();
@@ -187,6 +225,45 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, double rate_per_
   return out;
 }
 
+/// The P/D candidates (see the header): for each layout (tp, pp, dp, ep) with dp >= 2, the
+/// max_num_seqs of its first-ranked colocated candidate with every max_num_batched_tokens kept
+/// with it colocated, each split P = 1 .. dp-1. Each pool holds the colocated replica's KV blocks,
+/// so what fits colocated fits both pools: nothing more to prune.
+std::vector<Layout> pd_layouts(const std::vector<ServeCandidate>& ranked, const Space& space) {
+  std::set<std::tuple<int, int, int, int>> seen;
+  std::vector<Layout> out;
+  for (const ServeCandidate& best : ranked) {
+    const Deployment& b = best.deployment;
+    if (b.dp < 2 || !seen.insert({b.tp, b.pp, b.dp, b.ep}).second) continue;
+    for (const Layout& l : space.kept) {
+      const Deployment& d = l.d;
+      if (std::tie(d.tp, d.pp, d.dp, d.ep, d.max_num_seqs) !=
+          std::tie(b.tp, b.pp, b.dp, b.ep, b.max_num_seqs))
+        continue;
+      for (int p = 1; p < d.dp; ++p) out.push_back({d, p});
+    }
+  }
+  return out;
+}
+
+/// Simulates every layout at the workload's rate, in parallel; those whose simulation fails are
+/// left out.
+std::vector<ServeCandidate> simulate_all(const ServePlanRequest& r,
+                                         const std::vector<Layout>& layouts,
+                                         tbb::task_arena& arena) {
+  std::vector<std::optional<ServeCandidate>> sims(layouts.size());
+  arena.execute([&] {
+    tbb::parallel_for(size_t{0}, layouts.size(), size_t{1}, [&](size_t i) {
+      auto c = run(r, layouts[i].d, layouts[i].prefill_replicas, r.workload.rate_per_s);
+      if (c) sims[i] = c->c;
+    });
+  });
+  std::vector<ServeCandidate> out;
+  for (auto& c : sims)
+    if (c) out.push_back(std::move(*c));
+  return out;
+}
+
 /// Bisects the highest Poisson rate at which `c` meets the SLO between 0 and twice its
 /// saturation rate (c->saturation_rate_per_s): the bound first, then `steps` halvings. The same
 /// seed scales every arrival by 1 / rate, so a lower rate is the same trace stretched. Returns
@@ -195,7 +272,8 @@ int64_t bisect_load(const ServePlanRequest& r, int steps, ServeCandidate* c) {
   double lo = 0, hi = 2 * c->saturation_rate_per_s;
   c->load_searched = true;
   int64_t sims = 1;
-  auto top = run(r, c->deployment, hi);
+  const int pd = c->engine.prefill_replicas;
+  auto top = run(r, c->deployment, pd, hi);
   if (top && top->c.meets) {
     c->max_rate_per_s = hi;
     c->max_rate_capped = true;
@@ -204,7 +282,7 @@ int64_t bisect_load(const ServePlanRequest& r, int steps, ServeCandidate* c) {
   for (int i = 0; i < steps; ++i) {
     const double mid = 0.5 * (lo + hi);
     ++sims;
-    auto at = run(r, c->deployment, mid);
+    auto at = run(r, c->deployment, pd, mid);
     (at && at->c.meets ? lo : hi) = mid;
   }
   c->max_rate_per_s = lo;
@@ -213,15 +291,15 @@ int64_t bisect_load(const ServePlanRequest& r, int steps, ServeCandidate* c) {
 }
 
 /// Max-load mode: the saturation rate of every candidate (every request at once), then a
-/// bisection for `max_load_top` of them: the best-saturating of each layout (tp, pp, dp, ep) by
-/// saturation rate, then the others by it. The bisected lead the ranking by their highest rate
-/// meeting the SLO; the others follow in their first order.
+/// bisection for `max_load_top` of them: the best-saturating of each layout (tp, pp, dp, ep, P/D
+/// split) by saturation rate, then the others by it. The bisected lead the ranking by their highest
+/// rate meeting the SLO; the others follow in their first order.
 void rank_by_load(const ServePlanRequest& r, const ServePlanOptions& opt, tbb::task_arena& arena,
                   ServePlanResult* result) {
   std::vector<ServeCandidate>& ranked = result->ranked;
   arena.execute([&] {
     tbb::parallel_for(size_t{0}, ranked.size(), size_t{1}, [&](size_t i) {
-      auto sat = run(r, ranked[i].deployment, 0);
+      auto sat = run(r, ranked[i].deployment, ranked[i].engine.prefill_replicas, 0);
       ranked[i].saturation_rate_per_s = sat ? sat->requests_per_s : 0;
     });
   });
@@ -232,10 +310,10 @@ void rank_by_load(const ServePlanRequest& r, const ServePlanOptions& opt, tbb::t
                    });
   // The best-saturating engine limits of each layout first, so that the bisected compare
   // layouts, not only the limits of one.
-  std::set<std::tuple<int, int, int, int>> layouts;
+  std::set<std::tuple<int, int, int, int, int>> layouts;
   std::stable_partition(ranked.begin(), ranked.end(), [&](const ServeCandidate& c) {
     const Deployment& d = c.deployment;
-    return layouts.insert({d.tp, d.pp, d.dp, d.ep}).second;
+    return layouts.insert({d.tp, d.pp, d.dp, d.ep, c.engine.prefill_replicas}).second;
   });
   const size_t k = std::min(ranked.size(), static_cast<size_t>(opt.max_load_top));
   std::vector<int64_t> sims(k, 0);
@@ -268,8 +346,15 @@ std::vector<PruneCount> pruned_counts(const Space& s, const HwProfile& hw) {
 std::string ms(double s) { return format_number("%.0f ms", s * 1e3); }
 std::string ms1(double s) { return format_number("%.1f ms", s * 1e3); }
 
-/// "tp 4 -> 8; max_num_seqs 128 -> 256": the fields in which `b` differs from `a`.
-std::string differences(const Deployment& a, const Deployment& b) {
+std::string split_text(const ServeCandidate& c) {
+  const int p = c.engine.prefill_replicas;
+  return p == 0 ? "colocated"
+                : "pd" + std::to_string(p) + ":" + std::to_string(c.deployment.dp - p);
+}
+
+/// "tp 4 vs 8; max_num_seqs 128 vs 256": the fields in which `u` differs from `w`.
+std::string differences(const ServeCandidate& w, const ServeCandidate& u) {
+  const Deployment &a = w.deployment, &b = u.deployment;
   std::string out;
   auto diff = [&](const char* name, int64_t x, int64_t y) {
     if (x == y) return;
@@ -280,13 +365,15 @@ std::string differences(const Deployment& a, const Deployment& b) {
   diff("pp", a.pp, b.pp);
   diff("dp", a.dp, b.dp);
   diff("ep", a.ep, b.ep);
+  if (split_text(w) != split_text(u))
+    out += (out.empty() ? "" : "; ") + ("prefill/decode " + split_text(w)) + " vs " + split_text(u);
   diff("max_num_seqs", a.max_num_seqs, b.max_num_seqs);
   diff("max_num_batched_tokens", a.max_num_batched_tokens, b.max_num_batched_tokens);
   return out.empty() ? "the same" : out;
 }
 
 std::string describe(const ServeCandidate& c) {
-  return deployment_label(c.deployment) + ", max_num_seqs " +
+  return deployment_label(c.deployment, c.engine.prefill_replicas) + ", max_num_seqs " +
          std::to_string(c.deployment.max_num_seqs) + ", max_num_batched_tokens " +
          std::to_string(c.deployment.max_num_batched_tokens);
 }
@@ -315,18 +402,25 @@ std::string why_first(const ServePlanRequest& r, const ServeCandidate& w, const 
 
 }  // namespace
 
-std::string deployment_label(const Deployment& d) {
+std::string deployment_label(const Deployment& d, int prefill_replicas) {
   std::string s =
       "tp" + std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp);
   if (d.ep > 1) s += " ep" + std::to_string(d.ep);
+  if (prefill_replicas > 0)
+    s += " pd" + std::to_string(prefill_replicas) + ":" + std::to_string(d.dp - prefill_replicas);
   return s;
 }
 
 Result<ServeCandidate> simulate_deployment(const ServePlanRequest& r, const Deployment& d,
-                                           double rate_per_s) {
+                                           double rate_per_s, int prefill_replicas) {
   Diagnostics bad = serving::check_deployment(r.model, d, 0);
+  if (prefill_replicas < 0 || (prefill_replicas > 0 && prefill_replicas >= d.dp))
+    bad.push_back({"--pd",
+                   "a P:D split needs P, D >= 1 with P + D = dp=" + std::to_string(d.dp) +
+                       ", got P=" + std::to_string(prefill_replicas),
+                   "prefill_replicas 0 (colocated) or 1.." + std::to_string(d.dp - 1)});
   if (!bad.empty()) return bad;
-  auto out = run(r, d, rate_per_s);
+  auto out = run(r, d, prefill_replicas, rate_per_s);
   if (!out) return out.errors();
   return out->c;
 }
@@ -338,17 +432,9 @@ Result<ServePlanResult> search_deployments(const ServePlanRequest& r, const Serv
   ServePlanResult result;
   result.candidates = space.candidates;
   result.pruned = pruned_counts(space, r.hw);
-  std::vector<std::optional<ServeCandidate>> sims(space.kept.size());
   tbb::task_arena arena(opt.threads > 0 ? opt.threads : tbb::task_arena::automatic);
-  arena.execute([&] {
-    tbb::parallel_for(size_t{0}, space.kept.size(), size_t{1}, [&](size_t i) {
-      auto c = run(r, space.kept[i], r.workload.rate_per_s);
-      if (c) sims[i] = c->c;
-    });
-  });
+  result.ranked = simulate_all(r, space.kept, arena);
   result.simulated = static_cast<int64_t>(space.kept.size());
-  for (auto& c : sims)
-    if (c) result.ranked.push_back(std::move(*c));
   if (result.ranked.empty()) {
     std::string why;
     for (const PruneCount& c : result.pruned)
@@ -360,6 +446,16 @@ Result<ServePlanResult> search_deployments(const ServePlanRequest& r, const Serv
                       "add GPUs, use --precision fp8, or lower the prompt and output lengths"};
   }
   std::sort(result.ranked.begin(), result.ranked.end(), ranked_before);
+  if (r.search_pd) {
+    const std::vector<Layout> pd = pd_layouts(result.ranked, space);
+    std::vector<ServeCandidate> more = simulate_all(r, pd, arena);
+    result.pd_candidates = static_cast<int64_t>(pd.size());
+    result.candidates += result.pd_candidates;
+    result.simulated += result.pd_candidates;
+    result.ranked.insert(result.ranked.end(), std::make_move_iterator(more.begin()),
+                         std::make_move_iterator(more.end()));
+    std::sort(result.ranked.begin(), result.ranked.end(), ranked_before);
+  }
   if (opt.max_load) rank_by_load(r, opt, arena, &result);
   return result;
 }
@@ -367,9 +463,14 @@ Result<ServePlanResult> search_deployments(const ServePlanRequest& r, const Serv
 std::string explain_serve_plan(const ServePlanRequest& r, const ServePlanResult& s) {
   int64_t pruned = 0;
   for (const PruneCount& c : s.pruned) pruned += c.count;
+  const std::string pd =
+      !r.search_pd ? ", prefill/decode splits not searched"
+                   : ", plus " + std::to_string(s.pd_candidates) +
+                         " prefill/decode splits P:D (P + D = dp >= 2) with the best colocated "
+                         "max_num_seqs of their layout";
   std::string out = "search space: " + std::to_string(s.candidates) +
                     " candidates (tp x pp with tp*pp dividing " + std::to_string(r.gpus) +
-                    " GPUs, x ep, x max_num_seqs x max_num_batched_tokens); " +
+                    " GPUs, x ep, x max_num_seqs x max_num_batched_tokens" + pd + "); " +
                     (pruned > 0 ? std::to_string(pruned) + " pruned:\n" : "none pruned\n");
   for (const PruneCount& c : s.pruned)
     out += "  " + pad_right(std::to_string(c.count), 7) + c.rule + "\n";
@@ -396,12 +497,18 @@ std::string explain_serve_plan(const ServePlanRequest& r, const ServePlanResult&
   const ServeCandidate& u = s.ranked[1];
   out += "runner-up: " + describe(u) + "\n";
   out += "why: " + why_first(r, w, u) + "\n";
-  out += "  differs in: " + differences(w.deployment, u.deployment) + "\n";
+  out += "  differs in: " + differences(w, u) + "\n";
   out += "  p90 TTFT " + ms(w.ttft_p90_s) + " vs " + ms(u.ttft_p90_s) + ", p90 TPOT " +
          ms1(w.tpot_p90_s) + " vs " + ms1(u.tpot_p90_s) + "\n";
   out += "  output tokens/s per GPU " + format_number("%.0f", w.output_tokens_per_s_per_gpu) +
          " vs " + format_number("%.0f", u.output_tokens_per_s_per_gpu) + "; KV cache per replica " +
          std::to_string(w.kv_tokens) + " vs " + std::to_string(u.kv_tokens) + " tokens\n";
+  if (w.engine.prefill_replicas > 0 || u.engine.prefill_replicas > 0) {
+    auto transfer = [](const ServeCandidate& c) {
+      return c.engine.prefill_replicas > 0 ? ms1(c.kv_transfer_mean_s) : std::string("none");
+    };
+    out += "  KV transfer prefill -> decode (mean) " + transfer(w) + " vs " + transfer(u) + "\n";
+  }
   return out;
 }
 

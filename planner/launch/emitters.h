@@ -4,6 +4,7 @@
 /// this header.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ std::string comment_lines(const std::vector<std::string>& notes);
 std::string shell_continued(const std::vector<std::string>& lines, int indent);
 /// "{1,2,4,5,8,...}": the divisors of n, for hints.
 std::string divisors_text(int64_t n);
+/// The problem with a disaggregated split of `prefill_replicas` of the `dp` replicas (0:
+/// colocated), where "--pd"; none when P and D = dp - P are both at least 1.
+std::optional<Diagnostic> pd_split_problem(int prefill_replicas, int dp);
 /// True when the model's layers split into the plan's pp*vpp virtual stages of equal size.
 bool even_stage_split(const ModelSpec& m, const ParallelPlan& p);
 

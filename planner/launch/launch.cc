@@ -62,6 +62,16 @@ std::string divisors_text(int64_t n) {
   return s + "}";
 }
 
+std::optional<Diagnostic> pd_split_problem(int prefill_replicas, int dp) {
+  if (prefill_replicas == 0 || (prefill_replicas > 0 && prefill_replicas < dp)) return std::nullopt;
+  return Diagnostic{"--pd",
+                    "a disaggregated deployment needs P prefill + D decode replicas with P, D >= 1 "
+                    "and P + D = dp=" +
+                        std::to_string(dp) + ", got P=" + std::to_string(prefill_replicas),
+                    dp >= 2 ? "P in 1.." + std::to_string(dp - 1) + ", or 0 (colocated)"
+                            : std::string("dp >= 2, or 0 (colocated)")};
+}
+
 bool even_stage_split(const ModelSpec& m, const ParallelPlan& p) {
   return m.layers % (p.pp * p.vpp) == 0;
 }

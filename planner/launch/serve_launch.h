@@ -25,6 +25,10 @@ struct ServeEngineSettings {
   /// SGLang only: --enable-dp-attention (attention data-parallel over the tp ranks, which then
   /// are all the instance's GPUs). Not simulated by parallax; emitted when asked.
   bool sglang_dp_attention = false;
+  /// Disaggregated prefill/decode: `prefill_replicas` of the dp replicas prefill and the other
+  /// dp - prefill_replicas decode, the KV moved over NIXL; each pool is one command with the
+  /// engine limits of the deployment, behind a router. 0: colocated.
+  int prefill_replicas = 0;
 };
 
 /// The Hugging Face repository of a zoo model's instruction-tuned checkpoint

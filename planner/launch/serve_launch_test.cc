@@ -188,5 +188,74 @@ TEST(ServeLaunch, SglangRefusesEachRuleWithItsReason) {
   EXPECT_TRUE(emit_sglang(zoo("llama3.1-8b"), d, {}).ok());
 }
 
+/// How often `needle` occurs in `s`.
+int count(const std::string& s, const std::string& needle) {
+  int n = 0;
+  for (size_t at = s.find(needle); at != std::string::npos; at = s.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Disaggregated 1 prefill + 3 decode replicas of tp2: one `vllm serve` per pool, each with the
+// NIXL connector, the decode pool's three replicas behind one server, distinct side-channel ports.
+TEST(ServeLaunch, VllmDisaggregatedRunsOneServePerPoolWithTheNixlConnector) {
+  serving::Deployment d;
+  d.tp = 2;
+  d.dp = 4;
+  auto t = emit_vllm(zoo("llama3.1-8b"), d, {.gpus = 8, .prefill_replicas = 1});
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_EQ(count(*t, "vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n"), 2) << *t;
+  EXPECT_EQ(count(*t,
+                  "  --kv-transfer-config "
+                  "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'\n"),
+            2)
+      << *t;
+  EXPECT_EQ(count(*t, "  --tensor-parallel-size 2 \\\n"), 2) << *t;
+  const size_t decode = t->find("# decode pool");
+  ASSERT_NE(decode, std::string::npos) << *t;
+  const std::string prefill_part = t->substr(0, decode), decode_part = t->substr(decode);
+  EXPECT_TRUE(has(prefill_part, "VLLM_NIXL_SIDE_CHANNEL_PORT=5600 vllm serve")) << *t;
+  EXPECT_TRUE(has(prefill_part, "  --port 8100 \\\n")) << *t;
+  EXPECT_FALSE(has(prefill_part, "--data-parallel-size")) << *t;
+  EXPECT_TRUE(has(decode_part, "VLLM_NIXL_SIDE_CHANNEL_PORT=5601 vllm serve")) << *t;
+  EXPECT_TRUE(has(decode_part, "  --port 8200 \\\n")) << *t;
+  EXPECT_TRUE(has(decode_part, "  --data-parallel-size 3 \\\n")) << *t;
+  EXPECT_TRUE(has(*t, "CUDA_VISIBLE_DEVICES=0,1 for the prefill pool, 2,3,4,5,6,7")) << *t;
+  EXPECT_TRUE(has(*t, "toy_proxy_server.py --port 8000 --prefiller-hosts localhost")) << *t;
+}
+
+TEST(ServeLaunch, SglangDisaggregatedRunsAPrefillAndADecodeServerBehindTheRouter) {
+  auto t = emit_sglang(zoo("llama3.1-70b"), tp4_dp2(), {.gpus = 8, .prefill_replicas = 1});
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_EQ(count(*t,
+                  "python -m sglang.launch_server --model-path "
+                  "meta-llama/Llama-3.1-70B-Instruct \\\n"),
+            2)
+      << *t;
+  for (const char* line :
+       {"  --port 30000 \\\n  --disaggregation-mode prefill \\\n"
+        "  --disaggregation-transfer-backend nixl \\\n  --tp-size 4 \\\n",
+        "  --port 30001 \\\n  --disaggregation-mode decode \\\n"
+        "  --disaggregation-transfer-backend nixl \\\n  --tp-size 4 \\\n",
+        "\npython -m sglang_router.launch_router --pd-disaggregation \\\n"
+        "  --prefill http://127.0.0.1:30000 \\\n  --decode http://127.0.0.1:30001 \\\n"})
+    EXPECT_TRUE(has(*t, line)) << line << "\n" << *t;
+  EXPECT_FALSE(has(*t, "--dp-size")) << *t;  // one replica a pool
+  EXPECT_EQ(count(*t, "  --chunked-prefill-size 8192 \\\n"), 2) << *t;
+  EXPECT_TRUE(has(*t, "--base-gpu-id 4")) << *t;
+}
+
+TEST(ServeLaunch, ADisaggregatedSplitMustLeaveEachPoolAReplica) {
+  for (int p : {2, 3, -1}) {
+    auto v = emit_vllm(zoo("llama3.1-70b"), tp4_dp2(), {.prefill_replicas = p});
+    ASSERT_FALSE(v.ok()) << p;
+    EXPECT_TRUE(mentions(v.errors(), "--pd: a disaggregated deployment needs P prefill + D decode"))
+        << text(v.errors());
+    auto g = emit_sglang(zoo("llama3.1-70b"), tp4_dp2(), {.prefill_replicas = p});
+    ASSERT_FALSE(g.ok()) << p;
+    EXPECT_TRUE(mentions(g.errors(), "P + D = dp=2, got P=" + std::to_string(p)))
+        << text(g.errors());
+  }
+}
+
 }  // namespace
 }  // namespace parallax

@@ -11,6 +11,13 @@
 // `assert self.tp_size % self.dp_size == 0`, and chunked_prefill_size is divided by dp_size.
 // Without DP attention, --dp-size runs dp copies of a tp x pp model inside one server
 // (https://docs.sglang.io/docs/advanced_features/dp_dpa_smg_guide.md).
+//
+// Disaggregated prefill/decode follows SGLang's PD disaggregation guide
+// (https://docs.sglang.io/advanced_features/pd_disaggregation.html, "NIXL" section) and its
+// router's (https://docs.sglang.io/advanced_features/router.html, "Prefill/Decode
+// Disaggregation"): one server per pool with --disaggregation-mode prefill | decode and
+// --disaggregation-transfer-backend nixl (choices mooncake, the default, nixl, ascend, ...), and
+// in front `python -m sglang_router.launch_router --pd-disaggregation --prefill URL --decode URL`.
 
 #include <string>
 #include <vector>
@@ -23,6 +30,24 @@ namespace {
 
 std::string flag(const char* name, int64_t v) {
   return std::string(name) + " " + std::to_string(v);
+}
+
+/// The server flags of `d` (its dp replicas inside one server), one flag per entry.
+std::vector<std::string> sglang_flags(const serving::Deployment& d, const ServeEngineSettings& s) {
+  std::vector<std::string> lines = {flag("--tp-size", d.tp)};
+  if (d.pp > 1) lines.push_back(flag("--pp-size", d.pp));
+  if (d.dp > 1) lines.push_back(flag("--dp-size", d.dp));
+  if (s.sglang_dp_attention) lines.push_back("--enable-dp-attention");
+  if (d.ep > 1) lines.push_back(flag("--ep-size", d.ep));
+  lines.push_back(flag("--max-running-requests", d.max_num_seqs));
+  lines.push_back(flag("--chunked-prefill-size",
+                       s.enable_chunked_prefill ? d.max_num_batched_tokens : int64_t{-1}));
+  if (s.max_model_len > 0) lines.push_back(flag("--context-length", s.max_model_len));
+  lines.push_back("--mem-fraction-static " + launch::number_text(d.gpu_memory_utilization));
+  lines.push_back(flag("--page-size", d.block_size));
+  if (d.precision == Precision::kFp8) lines.push_back("--quantization fp8");
+  if (d.precision == Precision::kFp32) lines.push_back("--dtype float32");
+  return lines;
 }
 
 std::vector<std::string> sglang_notes(const ModelSpec& m, const serving::Deployment& d,
@@ -53,6 +78,59 @@ std::vector<std::string> sglang_notes(const ModelSpec& m, const serving::Deploym
   return notes;
 }
 
+constexpr int kPrefillPort = 30000, kDecodePort = 30001, kRouterPort = 8000;
+
+/// One server per pool and the router in front, each pool's replicas inside its server
+/// (--dp-size).
+std::string emit_sglang_pd(const ModelSpec& m, const serving::Deployment& d,
+                           const ServeEngineSettings& s) {
+  const int p = s.prefill_replicas, per = d.tp * d.pp;
+  std::vector<std::string> notes = {
+      "SGLang: " + m.name + " on " + std::to_string(d.gpus()) + " GPUs, tp" + std::to_string(d.tp) +
+          " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp) +
+          (d.ep > 1 ? " ep" + std::to_string(d.ep) : "") + " disaggregated into " +
+          std::to_string(p) + " prefill + " + std::to_string(d.dp - p) +
+          " decode replicas, as parallax serve-plan simulated it.",
+      "the KV cache moves from the prefill to the decode server over NIXL (pip install nixl); "
+      "--disaggregation-transfer-backend mooncake with --disaggregation-ib-device is the other "
+      "choice.",
+      "on one host the decode server starts at GPU " + std::to_string(p * per) +
+          " (--base-gpu-id " + std::to_string(p * per) +
+          "); on separate hosts give each server --host and the router their addresses."};
+  if (p > 1 || d.dp - p > 1)
+    notes.push_back(
+        "a pool of several replicas runs them inside one server (--dp-size); separate servers, "
+        "each given to the router with its own --prefill or --decode, serve the same.");
+  if (!hf_model_id(m.name))
+    notes.push_back("parallax knows no Hugging Face repository for '" + m.name +
+                    "': replace it with the model's path or repository id.");
+  const std::string model = hf_model_id(m.name).value_or(m.name);
+  std::string out = launch::comment_lines(notes);
+  const struct {
+    const char* mode;
+    int replicas, port;
+  } pools[] = {{"prefill", p, kPrefillPort}, {"decode", d.dp - p, kDecodePort}};
+  for (const auto& pool : pools) {
+    serving::Deployment one = d;
+    one.dp = pool.replicas;
+    std::vector<std::string> lines = {flag("--port", pool.port),
+                                      std::string("--disaggregation-mode ") + pool.mode,
+                                      "--disaggregation-transfer-backend nixl"};
+    for (std::string& l : sglang_flags(one, s)) lines.push_back(std::move(l));
+    out += "\n# " + std::string(pool.mode) + " pool: " + std::to_string(pool.replicas) + " x tp" +
+           std::to_string(d.tp) + " pp" + std::to_string(d.pp) +
+           "\npython -m sglang.launch_server --model-path " + model + " \\\n" +
+           launch::shell_continued(lines, 2);
+  }
+  return out + "\n# the router in front: clients send requests to port " +
+         std::to_string(kRouterPort) +
+         "\npython -m sglang_router.launch_router --pd-disaggregation \\\n" +
+         launch::shell_continued({"--prefill http://127.0.0.1:" + std::to_string(kPrefillPort),
+                                  "--decode http://127.0.0.1:" + std::to_string(kDecodePort),
+                                  "--host 0.0.0.0 --port " + std::to_string(kRouterPort)},
+                                 2);
+}
+
 }  // namespace
 
 Diagnostics check_sglang(const ModelSpec& m, const serving::Deployment& d,
@@ -71,6 +149,13 @@ Diagnostics check_sglang(const ModelSpec& m, const serving::Deployment& d,
                        std::to_string(d.dp) + " tp=" + std::to_string(d.tp) + ", want dp in " +
                        launch::divisors_text(d.tp) + " and > 1",
                    "the attention data-parallel groups split the tensor-parallel ranks"});
+  if (auto pd = launch::pd_split_problem(s.prefill_replicas, d.dp))
+    out.push_back(*pd);
+  else if (s.prefill_replicas > 0 && s.sglang_dp_attention)
+    out.push_back({"--enable-dp-attention",
+                   "parallax does not emit DP attention for a disaggregated deployment, got "
+                   "both",
+                   "one of the two"});
   if (d.gpu_memory_utilization >= 1)
     out.push_back({"--gpu-memory-utilization",
                    "SGLang's --mem-fraction-static must leave room for activations, got " +
@@ -83,22 +168,10 @@ Result<std::string> emit_sglang(const ModelSpec& m, const serving::Deployment& d
                                 const ServeEngineSettings& s) {
   Diagnostics bad = check_sglang(m, d, s);
   if (!bad.empty()) return bad;
-  std::vector<std::string> lines = {flag("--tp-size", d.tp)};
-  if (d.pp > 1) lines.push_back(flag("--pp-size", d.pp));
-  if (d.dp > 1) lines.push_back(flag("--dp-size", d.dp));
-  if (s.sglang_dp_attention) lines.push_back("--enable-dp-attention");
-  if (d.ep > 1) lines.push_back(flag("--ep-size", d.ep));
-  lines.push_back(flag("--max-running-requests", d.max_num_seqs));
-  lines.push_back(flag("--chunked-prefill-size",
-                       s.enable_chunked_prefill ? d.max_num_batched_tokens : int64_t{-1}));
-  if (s.max_model_len > 0) lines.push_back(flag("--context-length", s.max_model_len));
-  lines.push_back("--mem-fraction-static " + launch::number_text(d.gpu_memory_utilization));
-  lines.push_back(flag("--page-size", d.block_size));
-  if (d.precision == Precision::kFp8) lines.push_back("--quantization fp8");
-  if (d.precision == Precision::kFp32) lines.push_back("--dtype float32");
+  if (s.prefill_replicas > 0) return emit_sglang_pd(m, d, s);
   return launch::comment_lines(sglang_notes(m, d, s)) +
          "python -m sglang.launch_server --model-path " + hf_model_id(m.name).value_or(m.name) +
-         " \\\n" + launch::shell_continued(lines, 2);
+         " \\\n" + launch::shell_continued(sglang_flags(d, s), 2);
 }
 
 }  // namespace parallax

@@ -11,6 +11,17 @@
 // max_num_batched_tokens < max_model_len (a whole prompt must fit one step). With
 // --enable-expert-parallel the experts are spread over every tp x dp rank of the deployment
 // (EP size = tp * dp), never over a subset of a replica's tp ranks.
+//
+// Disaggregated prefill/decode follows vLLM's NixlConnector usage guide
+// (https://docs.vllm.ai/en/latest/features/nixl_connector_usage.html, docs/features/
+// nixl_connector_usage.md): one `vllm serve` per pool, each with
+// --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' (NixlConnector
+// ignores kv_role; the proxy decides who prefills), VLLM_NIXL_SIDE_CHANNEL_PORT unique per
+// worker on a host (a DP engine uses base + dp_rank), and a proxy in front that sends each
+// request to a prefill instance and then to a decode instance (vLLM's example
+// tests/v1/kv_connector/nixl_integration/toy_proxy_server.py with --prefiller-hosts/-ports and
+// --decoder-hosts/-ports). Data parallelism inside a pool is supported (the compatibility matrix,
+// docs/features/nixl_connector_compatibility.md).
 
 #include <algorithm>
 #include <array>
@@ -50,6 +61,62 @@ constexpr HfName kHfNames[] = {
     {"deepseek-v3", "deepseek-ai/DeepSeek-V3"},
 };
 
+constexpr int kNixlSideChannelPort = 5600;  // vLLM's default VLLM_NIXL_SIDE_CHANNEL_PORT
+constexpr int kPrefillPort = 8100, kDecodePort = 8200, kProxyPort = 8000;
+
+/// The notes on running the replicas of one engine command (`d.dp` of them).
+void replica_notes(const ModelSpec& m, const serving::Deployment& d,
+                   std::vector<std::string>* notes) {
+  if (d.dp > 1 && !m.moe)
+    notes->push_back("--data-parallel-size " + std::to_string(d.dp) +
+                     " runs the replicas behind one API server; for a dense model, " +
+                     std::to_string(d.dp) + " separate `vllm serve` instances of " +
+                     std::to_string(d.tp * d.pp) +
+                     " GPUs each (CUDA_VISIBLE_DEVICES, one port each) behind a router serve the "
+                     "same.");
+  if (d.dp > 1 && d.ep > 1)
+    notes->push_back(
+        "with --data-parallel-size, --enable-expert-parallel spreads the experts over "
+        "all tp x dp = " +
+        std::to_string(d.tp * d.dp) + " ranks, not within each replica as simulated.");
+}
+
+std::string gpu_list(int first, int count) {
+  std::string s;
+  for (int g = first; g < first + count; ++g) s += (s.empty() ? "" : ",") + std::to_string(g);
+  return s;
+}
+
+std::vector<std::string> vllm_pd_notes(const ModelSpec& m, const serving::Deployment& d, int p) {
+  const int per = d.tp * d.pp, decode = d.dp - p;
+  std::vector<std::string> notes = {
+      "vLLM: " + m.name + " on " + std::to_string(d.gpus()) + " GPUs, tp" + std::to_string(d.tp) +
+          " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp) +
+          (d.ep > 1 ? " ep" + std::to_string(d.ep) : "") + " disaggregated into " +
+          std::to_string(p) + " prefill + " + std::to_string(decode) +
+          " decode replicas, as parallax serve-plan simulated it.",
+      "the KV cache moves from the prefill to the decode instances over NIXL (pip install nixl; "
+      "UCX_NET_DEVICES picks the NICs).",
+      "on one host: CUDA_VISIBLE_DEVICES=" + gpu_list(0, p * per) + " for the prefill pool, " +
+          gpu_list(p * per, decode * per) +
+          " for the decode pool; on separate hosts set VLLM_NIXL_SIDE_CHANNEL_HOST to each "
+          "host's address.",
+      "in front, a proxy that sends each request to a prefill instance, then to a decode "
+      "instance, e.g. vLLM's example: python tests/v1/kv_connector/nixl_integration/"
+      "toy_proxy_server.py --port " +
+          std::to_string(kProxyPort) + " --prefiller-hosts localhost --prefiller-ports " +
+          std::to_string(kPrefillPort) + " --decoder-hosts localhost --decoder-ports " +
+          std::to_string(kDecodePort)};
+  if (!hf_model_id(m.name))
+    notes.push_back("parallax knows no Hugging Face repository for '" + m.name +
+                    "': replace it with the model's path or repository id.");
+  if (d.pp > 1)
+    notes.push_back(
+        "vLLM's NixlConnector compatibility matrix does not list pipeline parallelism: "
+        "check it with your vLLM version.");
+  return notes;
+}
+
 std::vector<std::string> vllm_notes(const ModelSpec& m, const serving::Deployment& d) {
   std::vector<std::string> notes;
   notes.push_back("vLLM: " + m.name + " on " + std::to_string(d.gpus()) + " GPUs, tp" +
@@ -59,19 +126,56 @@ std::vector<std::string> vllm_notes(const ModelSpec& m, const serving::Deploymen
   if (!hf_model_id(m.name))
     notes.push_back("parallax knows no Hugging Face repository for '" + m.name +
                     "': replace it with the model's path or repository id.");
-  if (d.dp > 1 && !m.moe)
-    notes.push_back("--data-parallel-size " + std::to_string(d.dp) +
-                    " runs the replicas behind one API server; for a dense model, " +
-                    std::to_string(d.dp) + " separate `vllm serve` instances of " +
-                    std::to_string(d.tp * d.pp) +
-                    " GPUs each (CUDA_VISIBLE_DEVICES, one port each) behind a router serve the "
-                    "same.");
-  if (d.dp > 1 && d.ep > 1)
-    notes.push_back(
-        "with --data-parallel-size, --enable-expert-parallel spreads the experts over "
-        "all tp x dp = " +
-        std::to_string(d.tp * d.dp) + " ranks, not within each replica as simulated.");
+  replica_notes(m, d, &notes);
   return notes;
+}
+
+/// The engine flags of `d` (its dp replicas behind one server), one flag per entry.
+std::vector<std::string> vllm_flags(const serving::Deployment& d, const ServeEngineSettings& s) {
+  std::vector<std::string> lines = {flag("--tensor-parallel-size", d.tp)};
+  lines.push_back(flag("--pipeline-parallel-size", d.pp));
+  if (d.dp > 1) lines.push_back(flag("--data-parallel-size", d.dp));
+  if (d.ep > 1) lines.push_back("--enable-expert-parallel");
+  lines.push_back(flag("--max-num-seqs", d.max_num_seqs));
+  lines.push_back(flag("--max-num-batched-tokens", d.max_num_batched_tokens));
+  lines.push_back(s.enable_chunked_prefill ? "--enable-chunked-prefill"
+                                           : "--no-enable-chunked-prefill");
+  if (s.max_model_len > 0) lines.push_back(flag("--max-model-len", s.max_model_len));
+  lines.push_back("--gpu-memory-utilization " + launch::number_text(d.gpu_memory_utilization));
+  lines.push_back(flag("--block-size", d.block_size));
+  lines.push_back("--kv-cache-dtype auto");  // the simulated KV cache is bf16
+  if (d.precision == Precision::kFp8) lines.push_back("--quantization fp8");
+  if (d.precision == Precision::kFp32) lines.push_back("--dtype float32");
+  return lines;
+}
+
+/// One `vllm serve` per pool, each of the pool's replicas behind its own API server.
+std::string emit_vllm_pd(const ModelSpec& m, const serving::Deployment& d,
+                         const ServeEngineSettings& s) {
+  const std::string model = hf_model_id(m.name).value_or(m.name);
+  std::string out = launch::comment_lines(vllm_pd_notes(m, d, s.prefill_replicas));
+  const struct {
+    const char* name;
+    int replicas, port, side_channel;
+  } pools[] = {{"prefill", s.prefill_replicas, kPrefillPort, kNixlSideChannelPort},
+               {"decode", d.dp - s.prefill_replicas, kDecodePort,
+                kNixlSideChannelPort + s.prefill_replicas}};
+  for (const auto& pool : pools) {
+    serving::Deployment one = d;
+    one.dp = pool.replicas;
+    std::vector<std::string> notes = {std::string(pool.name) +
+                                      " pool: " + std::to_string(pool.replicas) + " x tp" +
+                                      std::to_string(d.tp) + " pp" + std::to_string(d.pp) + "."};
+    replica_notes(m, one, &notes);
+    std::vector<std::string> lines = {flag("--port", pool.port)};
+    for (std::string& l : vllm_flags(one, s)) lines.push_back(std::move(l));
+    lines.push_back(
+        R"(--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}')");
+    out += "\n" + launch::comment_lines(notes) +
+           "VLLM_NIXL_SIDE_CHANNEL_PORT=" + std::to_string(pool.side_channel) + " vllm serve " +
+           model + " \\\n" + launch::shell_continued(lines, 2);
+  }
+  return out;
 }
 
 }  // namespace
@@ -109,6 +213,7 @@ Diagnostics check_vllm(const ModelSpec& m, const serving::Deployment& d,
                      "--max-num-batched-tokens " + std::to_string(s.max_model_len) +
                          ", or --enable-chunked-prefill"});
   }
+  if (auto pd = launch::pd_split_problem(s.prefill_replicas, d.dp)) out.push_back(*pd);
   if (d.ep > 1 && m.moe && d.ep != d.tp)
     out.push_back({"--ep",
                    "vLLM's --enable-expert-parallel spreads the experts over all tensor-parallel "
@@ -122,22 +227,10 @@ Result<std::string> emit_vllm(const ModelSpec& m, const serving::Deployment& d,
                               const ServeEngineSettings& s) {
   Diagnostics bad = check_vllm(m, d, s);
   if (!bad.empty()) return bad;
-  std::vector<std::string> lines = {flag("--tensor-parallel-size", d.tp)};
-  lines.push_back(flag("--pipeline-parallel-size", d.pp));
-  if (d.dp > 1) lines.push_back(flag("--data-parallel-size", d.dp));
-  if (d.ep > 1) lines.push_back("--enable-expert-parallel");
-  lines.push_back(flag("--max-num-seqs", d.max_num_seqs));
-  lines.push_back(flag("--max-num-batched-tokens", d.max_num_batched_tokens));
-  lines.push_back(s.enable_chunked_prefill ? "--enable-chunked-prefill"
-                                           : "--no-enable-chunked-prefill");
-  if (s.max_model_len > 0) lines.push_back(flag("--max-model-len", s.max_model_len));
-  lines.push_back("--gpu-memory-utilization " + launch::number_text(d.gpu_memory_utilization));
-  lines.push_back(flag("--block-size", d.block_size));
-  lines.push_back("--kv-cache-dtype auto");  // the simulated KV cache is bf16
-  if (d.precision == Precision::kFp8) lines.push_back("--quantization fp8");
-  if (d.precision == Precision::kFp32) lines.push_back("--dtype float32");
+  if (s.prefill_replicas > 0) return emit_vllm_pd(m, d, s);
   return launch::comment_lines(vllm_notes(m, d)) + "vllm serve " +
-         hf_model_id(m.name).value_or(m.name) + " \\\n" + launch::shell_continued(lines, 2);
+         hf_model_id(m.name).value_or(m.name) + " \\\n" +
+         launch::shell_continued(vllm_flags(d, s), 2);
 }
 
 }  // namespace parallax
