@@ -151,7 +151,6 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
   const serving::ServeConfig config =
       serving::engine_config(s->d, s->budget.blocks, o.chunked_prefill != 0, o.long_prefill);
   const serving::StepCost cost(*s->model, *s->hw, s->d);
-  const serving::IterationCost price = serving::iteration_cost(cost);
   const serving::SloSpec slo{o.slo_ttft, o.slo_tpot};
   // Stage by stage, so a pipeline-parallel engine keeps pp steps in flight as vLLM V1 does.
   if (!s->pd.on())
@@ -171,6 +170,7 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
   pd.decode = config.scheduler;
   pd.prefill_replicas = s->pd.prefill;
   pd.decode_replicas = s->pd.decode;
+  pd.pipeline_stages = s->d.pp;
   const serving::KvTransferTime transfer =
       serving::kv_transfer_time(*s->hw, s->budget.kv_bytes_per_token);
   double sum = 0, prompts = 0;
@@ -187,8 +187,9 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
           ? o.prompt_len
           : static_cast<int64_t>(std::llround(prompts / static_cast<double>(requests.size())));
   s->typical_transfer_s = transfer(s->typical_prompt);
-  return serving::simulate_disaggregated(requests, pd, serving::iteration_cost(pre_cost), price,
-                                         transfer, slo, !o.trace.empty());
+  return serving::simulate_disaggregated(requests, pd, serving::stage_cost(pre_cost),
+                                         serving::stage_cost(cost), transfer, slo,
+                                         !o.trace.empty());
 }
 
 void print_json(const Setup& s, const serving::ServeResult& r) {

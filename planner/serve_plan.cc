@@ -182,7 +182,6 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_repl
   if (w.prefix_len > 0)
     serving::assign_shared_prefixes(&requests, w.prefix_len, w.prefix_groups, w.seed);
   const serving::StepCost cost(r.model, r.hw, d);
-  const serving::IterationCost price = serving::iteration_cost(cost);
   const serving::SloSpec slo{r.slo.ttft_p90_s, r.slo.tpot_p90_s};
   Run out;
   ServeCandidate& c = out.c;
@@ -203,7 +202,7 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_repl
     c.kv_transfer_mean_s = moved > 0 ? sum / static_cast<double>(moved) : 0.0;
     sim = serving::simulate_disaggregated(
         requests, serving::pd_config(d, kv->blocks, prefill_replicas, d.dp - prefill_replicas),
-        price, price, transfer, slo);
+        serving::stage_cost(cost), serving::stage_cost(cost), transfer, slo);
   }
   if (!sim) return sim.errors();
   c.deployment = d;

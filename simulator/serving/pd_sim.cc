@@ -28,6 +28,7 @@ Diagnostics validate_inputs(const std::vector<Request>& requests, const PdConfig
   };
   at_least_one("pd.prefill_replicas", config.prefill_replicas);
   at_least_one("pd.decode_replicas", config.decode_replicas);
+  at_least_one("pd.pipeline_stages", config.pipeline_stages);
   more = validate_requests(requests, slo);
   out.insert(out.end(), more.begin(), more.end());
   if (!out.empty()) return out;
@@ -71,14 +72,19 @@ KvTransferTime kv_transfer_time(const HwProfile& hw, double kv_bytes_per_token_p
   };
 }
 
-Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
-                                           const PdConfig& config,
-                                           const IterationCost& prefill_cost,
-                                           const IterationCost& decode_cost,
-                                           const KvTransferTime& kv_transfer_s, const SloSpec& slo,
-                                           bool keep_iterations) {
-  PX_CHECK(prefill_cost && decode_cost && kv_transfer_s,
-           "simulate_disaggregated: missing a cost or transfer function");
+namespace {
+
+/// One pool's step prices: a one-stage cost, or stage by stage.
+struct PoolCost {
+  const IterationCost* step = nullptr;
+  const StageCost* stages = nullptr;
+};
+
+Result<ServeResult> simulate_pools(const std::vector<Request>& requests, const PdConfig& config,
+                                   PoolCost prefill_cost, PoolCost decode_cost,
+                                   const KvTransferTime& kv_transfer_s, const SloSpec& slo,
+                                   bool keep_iterations) {
+  PX_CHECK(kv_transfer_s, "simulate_disaggregated: no transfer function");
   Diagnostics errors = validate_inputs(requests, config, slo);
   if (!errors.empty()) return errors;
   if (requests.empty()) return ServeResult{};
@@ -97,7 +103,9 @@ Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
     work.replica = static_cast<int>(rep);
     work.pool = 0;
     work.config = &config.prefill;
-    work.cost = &prefill_cost;
+    work.cost = prefill_cost.step;
+    work.stages = prefill_cost.stages;
+    work.pipeline_stages = config.pipeline_stages;
     for (size_t k = rep; k < order.size(); k += prefills) {
       work.mine.push_back(order[k]);
       work.ready_s.push_back(requests[order[k]].arrival_s);
@@ -126,7 +134,9 @@ Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
     work.replica = static_cast<int>(rep);
     work.pool = 1;
     work.config = &config.decode;
-    work.cost = &decode_cost;
+    work.cost = decode_cost.step;
+    work.stages = decode_cost.stages;
+    work.pipeline_stages = config.pipeline_stages;
     work.mine = std::move(mine[rep]);
     std::stable_sort(work.mine.begin(), work.mine.end(),
                      [&](size_t a, size_t b) { return ready_s[a] < ready_s[b]; });
@@ -140,6 +150,35 @@ Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
     if (!ran.ok()) return ran.errors();
   }
   return summarize_timeline(requests, slo, tl);
+}
+
+}  // namespace
+
+Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
+                                           const PdConfig& config,
+                                           const IterationCost& prefill_cost,
+                                           const IterationCost& decode_cost,
+                                           const KvTransferTime& kv_transfer_s, const SloSpec& slo,
+                                           bool keep_iterations) {
+  PX_CHECK(prefill_cost && decode_cost, "simulate_disaggregated: missing a cost function");
+  if (config.pipeline_stages != 1) {
+    return Diagnostic{"pd.pipeline_stages",
+                      "a one-stage step cost prices " + std::to_string(config.pipeline_stages) +
+                          " stages, want 1",
+                      "give StageCosts for pipelined engines"};
+  }
+  return simulate_pools(requests, config, {&prefill_cost, nullptr}, {&decode_cost, nullptr},
+                        kv_transfer_s, slo, keep_iterations);
+}
+
+Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
+                                           const PdConfig& config, const StageCost& prefill_cost,
+                                           const StageCost& decode_cost,
+                                           const KvTransferTime& kv_transfer_s, const SloSpec& slo,
+                                           bool keep_iterations) {
+  PX_CHECK(prefill_cost && decode_cost, "simulate_disaggregated: missing a cost function");
+  return simulate_pools(requests, config, {nullptr, &prefill_cost}, {nullptr, &decode_cost},
+                        kv_transfer_s, slo, keep_iterations);
 }
 
 }  // namespace parallax::serving

@@ -51,6 +51,9 @@ struct PdConfig {
   SchedulerConfig decode;   ///< of every decode replica
   int prefill_replicas = 1;
   int decode_replicas = 1;
+  /// Pipeline stages of every engine of both pools: with more than one each engine keeps that
+  /// many steps in flight (serve_sim.h's run_engine), priced by a StageCost.
+  int pipeline_stages = 1;
 };
 
 /// Seconds to move the KV cache of a prompt of `prompt_tokens` tokens from a prefill replica to
@@ -75,6 +78,14 @@ Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
                                            const PdConfig& config,
                                            const IterationCost& prefill_cost,
                                            const IterationCost& decode_cost,
+                                           const KvTransferTime& kv_transfer_s,
+                                           const SloSpec& slo = {}, bool keep_iterations = false);
+
+/// The same with every step priced stage by stage on config.pipeline_stages stages (which may be
+/// 1; the IterationCost form needs 1). Also an error: a cost giving another number of stages.
+Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
+                                           const PdConfig& config, const StageCost& prefill_cost,
+                                           const StageCost& decode_cost,
                                            const KvTransferTime& kv_transfer_s,
                                            const SloSpec& slo = {}, bool keep_iterations = false);
 

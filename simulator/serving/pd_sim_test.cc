@@ -96,6 +96,33 @@ TEST(PdSimSingle, PrefillStepThenTransferThenDecodeSteps) {
   EXPECT_EQ(first_decode_context[0], 100);
 }
 
+// Pipelined pools (two stages, each half a step): a prompt's 4 chunks of 32 tokens follow each
+// other down the prefill pipeline half a step apart, so its first token comes at 2.5 chunk
+// steps instead of 4;
+// one request's decodes cannot overlap (each waits for its token), so they take whole steps.
+// A one-stage cost is refused for pipelined pools.
+TEST(PdSimPipeline, PromptChunksOverlapInThePrefillPipeline) {
+  const LinearCost p{0.02, 1e-4, 1e-3}, d{0.005, 1e-4, 2e-3};
+  PdConfig c = pools(1, 1, engine(32, 100), engine(32, 100));
+  c.pipeline_stages = 2;
+  auto halves = [](const LinearCost& f) {
+    return StageCost(
+        [f](const IterationBatch& b, std::vector<double>* out) { out->assign(2, f(b) / 2); });
+  };
+  auto r = simulate_disaggregated({{0, 0.0, 128, 5}}, c, halves(p), halves(d),
+                                  [](int64_t) { return 0.01; });
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const double chunk = p.a + 32 * p.b, step = d.a + d.c;
+  const RequestRecord& rec = r->requests.at(0);
+  EXPECT_NEAR(rec.first_token_s, 2.5 * chunk, kTol);
+  EXPECT_NEAR(rec.finish_s, 2.5 * chunk + 0.01 + 4 * step, kTol);
+
+  auto refused = simulate_disaggregated({{0, 0.0, 128, 5}}, c, p, d, [](int64_t) { return 0.0; });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error_text().find("pd.pipeline_stages"), std::string::npos)
+      << refused.error_text();
+}
+
 TEST(PdSimSingle, OneOutputTokenNeverLeavesThePrefillPool) {
   const LinearCost p;
   int transfers = 0, decode_steps = 0;

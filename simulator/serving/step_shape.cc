@@ -16,10 +16,6 @@ StepShape step_shape(const IterationBatch& b) {
   return s;
 }
 
-IterationCost iteration_cost(const StepCost& cost) {
-  return [&cost](const IterationBatch& b) { return cost.time_s(step_shape(b)); };
-}
-
 StageCost stage_cost(const StepCost& cost) {
   return [&cost](const IterationBatch& b, std::vector<double>* stage_s) {
     cost.stage_times(step_shape(b), stage_s);
@@ -48,6 +44,7 @@ PdConfig pd_config(const Deployment& d, int64_t num_gpu_blocks, int prefill_repl
   c.decode = c.prefill;
   c.prefill_replicas = prefill_replicas;
   c.decode_replicas = decode_replicas;
+  c.pipeline_stages = d.pp;
   return c;
 }
 

@@ -14,9 +14,7 @@ namespace parallax::serving {
 /// context and to itself (context_before + 1 tokens); the samplers of the batch.
 StepShape step_shape(const IterationBatch& b);
 
-/// `cost` pricing whole steps (one stage after another), and stage by stage (StepCost::
-/// stage_times). Both keep a reference to `cost`.
-IterationCost iteration_cost(const StepCost& cost);
+/// `cost` pricing each step stage by stage (StepCost::stage_times); keeps a reference to `cost`.
 StageCost stage_cost(const StepCost& cost);
 
 /// The serving simulation of `d`: its dp replicas, each with the engine limits of `d` and
