@@ -340,12 +340,11 @@ int run(const Opts& o) {
                         " ranks; this machine has " + format_fixed(have, 2) + " GiB available",
                     "a smaller model, --mbs or --seq"}});
 
-  // The simulator's prediction for the same plan in fp32 (what the executor runs) on --cluster.
+  // The simulator's prediction for the same plan as the executor runs it (exec::as_executed)
+  // on --cluster.
   std::optional<StepReport> predicted;
   if (o.compare) {
-    ParallelPlan fp32 = plan;
-    fp32.precision = Precision::kFp32;
-    auto rep = simulate(resolved->model, resolved->cluster, fp32);
+    auto rep = simulate(resolved->model, resolved->cluster, exec::as_executed(plan));
     if (!rep) return fail(rep.errors());
     predicted = rep.value();
   }

@@ -127,6 +127,14 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
   return d;
 }
 
+ParallelPlan as_executed(ParallelPlan plan) {
+  plan.precision = Precision::kFp32;
+  plan.overlap_grad_reduce = false;
+  plan.overlap_param_gather = false;
+  plan.overlap_tp_comm = false;
+  return plan;
+}
+
 double peak_resident_gib() {
   std::ifstream f("/proc/self/status");
   std::string line;

@@ -108,6 +108,12 @@ Result<TrainResult> train_on_gpu(const ModelShape& shape, const TokenSource& dat
 /// it, and peak memory, from its steps.
 void summarise_steps(TrainResult* r, double step_tokens);
 
+/// The plan as the CPU executor runs it, for the simulator's prediction: fp32, and no
+/// communication overlapped with compute (every collective runs on the rank's one thread after
+/// the work it depends on: the gradient reduction follows the backward, ZeRO-3 gathers precede
+/// each unit's pass, tensor-parallel reductions follow their GEMMs).
+ParallelPlan as_executed(ParallelPlan plan);
+
 /// Peak resident memory of this process so far (VmHWM), in GiB; 0 where unknown.
 double peak_resident_gib();
 
