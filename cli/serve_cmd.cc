@@ -153,6 +153,9 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
   const serving::StepCost cost(*s->model, *s->hw, s->d);
   const serving::SloSpec slo{o.slo_ttft, o.slo_tpot};
   // Stage by stage, so a pipeline-parallel engine keeps pp steps in flight as vLLM V1 does.
+  if (!s->pd.on() && s->d.wide_ep())
+    return serving::simulate_lockstep(requests, config, serving::lockstep_cost(cost), slo,
+                                      !o.trace.empty());
   if (!s->pd.on())
     return serving::simulate_serving(requests, config, serving::stage_cost(cost), slo,
                                      !o.trace.empty());
@@ -307,6 +310,11 @@ int run(Opts o) {
     bad.push_back({"--prefix-len", "shared prefixes need prefix caching, got --no-prefix-caching",
                    "drop one of them"});
   s.pd = parse_pd(o, d.dp, &bad);
+  if (s.pd.on() && d.wide_ep())
+    bad.push_back({"--pd",
+                   "disaggregating replicas whose experts are spread over all of them (ep = tp*dp) "
+                   "is not modelled",
+                   "--ep " + std::to_string(d.tp) + " (experts inside each replica) with --pd"});
   if (!bad.empty()) return report_errors(bad);
   auto budget = serving::kv_budget(*s.model, *s.hw, d);
   if (!budget) return report_errors(budget.errors());
@@ -342,7 +350,9 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--tp", o->tp, "tensor-parallel size of a replica");
   cmd->add_option("--pp", o->pp, "pipeline-parallel size of a replica");
   cmd->add_option("--dp", o->dp, "replicas (derived from --gpus when left out)");
-  cmd->add_option("--ep", o->ep, "expert-parallel ranks of a replica (MoE; must divide tp)");
+  cmd->add_option("--ep", o->ep,
+                  "expert-parallel ranks (MoE): dividing tp (inside each replica), or tp*dp "
+                  "(experts over every replica, which then step together)");
   cmd->add_option("--precision", o->precision, "weights and GEMMs: bf16 | fp8");
   cmd->add_option("--rate", o->rate, "Poisson arrival rate, requests/s (0: all at once)");
   cmd->add_option("--requests", o->requests, "number of requests");

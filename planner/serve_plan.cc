@@ -144,6 +144,10 @@ Space enumerate(const ServePlanRequest& r) {
       if (pp < 1 || r.gpus % (tp * pp) != 0 || (r.pp > 0 && pp != r.pp)) continue;
       std::vector<int> eps = {1};
       if (r.model.moe && tp > 1) eps.push_back(tp);
+      // Wide expert parallelism: the experts over every GPU, the replicas stepping together.
+      const int dp = r.gpus / (tp * pp);
+      if (r.model.moe && pp == 1 && dp > 1 && r.model.moe->experts % (tp * dp) == 0)
+        eps.push_back(tp * dp);
       for (int ep : eps)
         for (int64_t seqs : r.max_num_seqs_grid)
           for (int64_t tokens : r.max_num_batched_tokens_grid) {
@@ -186,7 +190,10 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_repl
   Run out;
   ServeCandidate& c = out.c;
   Result<serving::ServeResult> sim = serving::ServeResult{};
-  if (prefill_replicas == 0) {
+  if (prefill_replicas == 0 && d.wide_ep()) {
+    sim = serving::simulate_lockstep(requests, serving::engine_config(d, kv->blocks),
+                                     serving::lockstep_cost(cost), slo);
+  } else if (prefill_replicas == 0) {
     sim = serving::simulate_serving(requests, serving::engine_config(d, kv->blocks),
                                     serving::stage_cost(cost), slo);
   } else {
@@ -233,7 +240,8 @@ std::vector<Layout> pd_layouts(const std::vector<ServeCandidate>& ranked, const 
   std::vector<Layout> out;
   for (const ServeCandidate& best : ranked) {
     const Deployment& b = best.deployment;
-    if (b.dp < 2 || !seen.insert({b.tp, b.pp, b.dp, b.ep}).second) continue;
+    // Wide ep couples the replicas: splitting them into pools is not modelled.
+    if (b.dp < 2 || b.wide_ep() || !seen.insert({b.tp, b.pp, b.dp, b.ep}).second) continue;
     for (const Layout& l : space.kept) {
       const Deployment& d = l.d;
       if (std::tie(d.tp, d.pp, d.dp, d.ep, d.max_num_seqs) !=

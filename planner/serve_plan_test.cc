@@ -61,6 +61,25 @@ TEST(ServePlan, ASharedPrefixIsServedFromTheCache) {
   EXPECT_TRUE(mentions(bad.errors(), "--prefix-len")) << bad.error_text();
 }
 
+// A MoE model is also tried with its experts over every GPU (ep = tp * dp, pp 1), never split
+// into prefill and decode pools.
+TEST(ServePlan, TriesWideExpertParallelismForAMoeModel) {
+  ServePlanRequest r = small_request(4);
+  r.model = zoo("qwen3-30b-a3b");
+  r.pp_grid = {1};
+  auto s = search_deployments(r);
+  ASSERT_TRUE(s.ok()) << s.error_text();
+  int wide = 0;
+  for (const ServeCandidate& c : s->ranked) {
+    if (!c.deployment.wide_ep()) continue;
+    ++wide;
+    EXPECT_EQ(c.deployment.ep, c.deployment.tp * c.deployment.dp);
+    EXPECT_EQ(c.engine.prefill_replicas, 0) << deployment_label(c.deployment);
+    EXPECT_GT(c.output_tokens_per_s, 0);
+  }
+  EXPECT_EQ(wide, 2);  // tp1 dp4 ep4 and tp2 dp2 ep4
+}
+
 TEST(ServePlan, FindsACandidateThatMeetsTheSlo) {
   ServePlanRequest r = small_request(2);
   r.slo = {.ttft_p90_s = 1.0, .tpot_p90_s = 0.1};

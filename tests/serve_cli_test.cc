@@ -110,6 +110,26 @@ TEST(ServeCli, PipelineStagesOverlapTwoSteps) {
   EXPECT_GT(overlaps, 0);
 }
 
+// Experts over every replica (ep = tp * dp): the replicas step together; they cannot be split
+// into prefill and decode pools.
+TEST(ServeCli, WideExpertParallelismStepsTheReplicasTogether) {
+  const CliRun r = Parallax(
+      "serve --model qwen3-30b-a3b --gpus 8 --tp 2 --ep 8 --requests 100 --rate 20 --format json",
+      Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json j = ParseOrFail(r.out, "serve");
+  EXPECT_EQ(j["deployment"]["ep"], 8);
+  EXPECT_EQ(j["deployment"]["dp"], 4);
+  EXPECT_GT(j["throughput_tokens_per_s"].get<double>(), 0);
+  const CliRun pd = Parallax("serve --model qwen3-30b-a3b --gpus 8 --tp 2 --ep 8 --pd 2:2");
+  EXPECT_EQ(pd.exit_code, 2) << pd;
+  EXPECT_TRUE(Has(pd, "--pd: disaggregating replicas whose experts are spread over all of them"))
+      << pd;
+  const CliRun bad = Parallax("serve --model qwen3-30b-a3b --gpus 8 --tp 2 --pp 2 --ep 4");
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_TRUE(Has(bad, "--ep: ep=4 above tp spreads the experts over every replica")) << bad;
+}
+
 TEST(ServeCli, BadDeploymentsAndTracesSayWhereAndWhy) {
   CliRun r = Parallax("serve --model llama3.1-70b --gpus 8 --tp 3");
   EXPECT_EQ(r.exit_code, 2) << r;

@@ -92,6 +92,26 @@ TEST(ServeLaunch, UnknownModelKeepsItsNameAndAsksForThePath) {
   EXPECT_FALSE(hf_model_id("my-llama").has_value());
 }
 
+// Wide expert parallelism (ep = tp*dp) is vLLM's --data-parallel-size with
+// --enable-expert-parallel, and SGLang's DP attention over one server of every GPU.
+TEST(ServeLaunch, WideExpertParallelismInEachEngine) {
+  serving::Deployment d = tp4_dp2();
+  d.ep = 8;
+  auto v = emit_vllm(zoo("qwen3-30b-a3b"), d, {.gpus = 8});
+  ASSERT_TRUE(v.ok()) << v.error_text();
+  EXPECT_TRUE(has(*v, "--tensor-parallel-size 4")) << *v;
+  EXPECT_TRUE(has(*v, "--data-parallel-size 2")) << *v;
+  EXPECT_TRUE(has(*v, "--enable-expert-parallel")) << *v;
+  EXPECT_FALSE(has(*v, "not within each replica")) << *v;
+  auto g = emit_sglang(zoo("qwen3-30b-a3b"), d, {.gpus = 8});
+  ASSERT_TRUE(g.ok()) << g.error_text();
+  EXPECT_TRUE(has(*g, "--tp-size 8")) << *g;
+  EXPECT_TRUE(has(*g, "--dp-size 2")) << *g;
+  EXPECT_TRUE(has(*g, "--enable-dp-attention")) << *g;
+  EXPECT_TRUE(has(*g, "--ep-size 8")) << *g;
+  EXPECT_TRUE(has(*g, "as parallax simulated it")) << *g;
+}
+
 TEST(ServeLaunch, VllmRefusesEachRuleWithItsReason) {
   const ModelSpec dense = zoo("llama3.1-70b");
   auto refused = [&](const ModelSpec& m, const serving::Deployment& d, const ServeEngineSettings& s,
@@ -114,7 +134,7 @@ TEST(ServeLaunch, VllmRefusesEachRuleWithItsReason) {
   d.ep = 2;
   refused(dense, d, {}, "--ep: ep=2 needs a MoE model");
   d.dp = 1;
-  refused(zoo("qwen3-30b-a3b"), d, {}, "want 1 or tp=4");
+  refused(zoo("qwen3-30b-a3b"), d, {}, "want 1, tp=4 or tp*dp=4");
   // Every reason at once.
   d = tp4_dp2();
   d.block_size = 24;

@@ -54,11 +54,14 @@ std::vector<std::string> sglang_notes(const ModelSpec& m, const serving::Deploym
                                       const ServeEngineSettings& s) {
   std::vector<std::string> notes;
   const int gpus = s.sglang_dp_attention ? d.tp * d.pp : d.gpus();
-  notes.push_back("SGLang: " + m.name + " on " + std::to_string(gpus) + " GPUs, tp" +
-                  std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" +
-                  std::to_string(d.dp) + (d.ep > 1 ? " ep" + std::to_string(d.ep) : "") +
-                  (s.sglang_dp_attention ? " with DP attention (not simulated by parallax)."
-                                         : ", as parallax serve-plan simulated it."));
+  notes.push_back(
+      "SGLang: " + m.name + " on " + std::to_string(gpus) + " GPUs, tp" + std::to_string(d.tp) +
+      " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp) +
+      (d.ep > 1 ? " ep" + std::to_string(d.ep) : "") +
+      (s.sglang_dp_attention && d.ep != d.tp ? " with DP attention (not simulated by parallax)."
+       : s.sglang_dp_attention ? " with DP attention and the experts over every GPU, as parallax "
+                                 "simulated it (ep = tp*dp, the replicas stepping together)."
+                               : ", as parallax serve-plan simulated it."));
   if (!hf_model_id(m.name))
     notes.push_back("parallax knows no Hugging Face repository for '" + m.name +
                     "': replace it with the model's path or repository id.");
@@ -164,8 +167,16 @@ Diagnostics check_sglang(const ModelSpec& m, const serving::Deployment& d,
   return out;
 }
 
-Result<std::string> emit_sglang(const ModelSpec& m, const serving::Deployment& d,
-                                const ServeEngineSettings& s) {
+Result<std::string> emit_sglang(const ModelSpec& m, const serving::Deployment& simulated,
+                                const ServeEngineSettings& settings) {
+  // Wide expert parallelism is SGLang's DP attention: one server over every GPU (--tp-size),
+  // the attention data-parallel in dp groups, the experts over all of them.
+  serving::Deployment d = simulated;
+  ServeEngineSettings s = settings;
+  if (simulated.wide_ep()) {
+    d.tp = simulated.tp * simulated.dp;
+    s.sglang_dp_attention = true;
+  }
   Diagnostics bad = check_sglang(m, d, s);
   if (!bad.empty()) return bad;
   if (s.prefill_replicas > 0) return emit_sglang_pd(m, d, s);

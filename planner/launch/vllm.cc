@@ -74,7 +74,7 @@ void replica_notes(const ModelSpec& m, const serving::Deployment& d,
                      std::to_string(d.tp * d.pp) +
                      " GPUs each (CUDA_VISIBLE_DEVICES, one port each) behind a router serve the "
                      "same.");
-  if (d.dp > 1 && d.ep > 1)
+  if (d.dp > 1 && d.ep > 1 && !d.wide_ep())
     notes->push_back(
         "with --data-parallel-size, --enable-expert-parallel spreads the experts over "
         "all tp x dp = " +
@@ -214,11 +214,12 @@ Diagnostics check_vllm(const ModelSpec& m, const serving::Deployment& d,
                          ", or --enable-chunked-prefill"});
   }
   if (auto pd = launch::pd_split_problem(s.prefill_replicas, d.dp)) out.push_back(*pd);
-  if (d.ep > 1 && m.moe && d.ep != d.tp)
+  if (d.ep > 1 && m.moe && d.ep != d.tp && d.ep != d.tp * d.dp)
     out.push_back({"--ep",
                    "vLLM's --enable-expert-parallel spreads the experts over all tensor-parallel "
-                   "ranks of an instance, got ep=" +
-                       std::to_string(d.ep) + ", want 1 or tp=" + std::to_string(d.tp),
+                   "ranks of an instance (and over every data-parallel rank), got ep=" +
+                       std::to_string(d.ep) + ", want 1, tp=" + std::to_string(d.tp) +
+                       " or tp*dp=" + std::to_string(d.tp * d.dp),
                    "--ep " + std::to_string(d.tp) + " or --ep 1"});
   return out;
 }

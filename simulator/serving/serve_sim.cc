@@ -381,4 +381,83 @@ Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
   return simulate(requests, config, nullptr, &cost, slo, keep_iterations);
 }
 
+Result<ServeResult> simulate_lockstep(const std::vector<Request>& requests,
+                                      const ServeConfig& config, const LockstepCost& cost,
+                                      const SloSpec& slo, bool keep_iterations) {
+  PX_CHECK(static_cast<bool>(cost), "simulate_lockstep: no cost function");
+  Diagnostics errors = validate_inputs(requests, config, slo);
+  if (config.pipeline_stages != 1)
+    errors.push_back(
+        {"serve.pipeline_stages",
+         "replicas stepping together run one stage, got " + std::to_string(config.pipeline_stages),
+         "pp 1"});
+  if (!errors.empty()) return errors;
+  if (requests.empty()) return ServeResult{};
+  const std::vector<size_t> order = arrival_order(requests);
+  const auto replicas = static_cast<size_t>(config.replicas);
+  EngineTimeline tl(requests.size());
+  std::vector<std::vector<size_t>> mine(replicas);
+  for (size_t k = 0; k < order.size(); ++k) {
+    mine[k % replicas].push_back(order[k]);
+    tl.clock[order[k]].replica = tl.clock[order[k]].prefill_replica =
+        static_cast<int>(k % replicas);
+  }
+  std::vector<Scheduler> scheds(replicas, Scheduler(config.scheduler));
+  std::vector<size_t> next(replicas, 0);
+  std::vector<const IterationBatch*> batches(replicas, nullptr);
+  const double blocks = static_cast<double>(config.scheduler.num_gpu_blocks);
+  double t = 0;
+  while (true) {
+    bool any = false;
+    double soonest = -1;
+    for (size_t r = 0; r < replicas; ++r) {
+      for (; next[r] < mine[r].size() && requests[mine[r][next[r]]].arrival_s <= t; ++next[r]) {
+        Request q = requests[mine[r][next[r]]];
+        q.id = static_cast<int64_t>(mine[r][next[r]]);  // the scheduler reports positions back
+        scheds[r].add(q);
+      }
+      any = any || scheds[r].has_work();
+      if (next[r] < mine[r].size()) {
+        const double a = requests[mine[r][next[r]]].arrival_s;
+        soonest = soonest < 0 ? a : std::min(soonest, a);
+      }
+    }
+    if (!any) {
+      if (soonest < 0) break;
+      t = soonest;
+      continue;
+    }
+    for (size_t r = 0; r < replicas; ++r)
+      batches[r] = scheds[r].has_work() ? &scheds[r].schedule() : nullptr;
+    const double dt = cost(batches);
+    if (!std::isfinite(dt) || dt < 0)
+      return Diagnostic{"iteration cost",
+                        "must be finite and >= 0 seconds, got " + format_number("%g", dt) +
+                            " for a step of the replicas together",
+                        "at t=" + format_number("%g", t)};
+    const double end = t + dt;
+    for (size_t r = 0; r < replicas; ++r) {
+      if (batches[r] == nullptr) continue;
+      const double util = static_cast<double>(scheds[r].blocks_used()) / blocks;
+      tl.kv_weighted += util * dt;
+      tl.kv_plain += util;
+      tl.busy_s += dt;
+      tl.kv_max = std::max(tl.kv_max, util);
+      ++tl.iterations;
+      if (keep_iterations) {
+        const IterationBatch& b = *batches[r];
+        tl.records.push_back({static_cast<int>(r), 0, 0, t, dt, b.prefill_tokens, b.decode_tokens,
+                              b.num_seqs(), scheds[r].num_running(), scheds[r].blocks_used()});
+      }
+      record_tokens(scheds[r].update_from_output(nullptr), t, end, &tl);
+    }
+    t = end;
+  }
+  for (const Scheduler& s : scheds) {
+    tl.prefix_query_tokens += s.prefix_query_tokens();
+    tl.prefix_hit_tokens += s.prefix_hit_tokens();
+  }
+  return summarize_timeline(requests, slo, tl);
+}
+
 }  // namespace parallax::serving

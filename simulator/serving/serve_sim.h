@@ -187,6 +187,23 @@ Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
                                      const ServeConfig& config, const IterationCost& cost,
                                      const SloSpec& slo = {}, bool keep_iterations = false);
 
+/// The seconds of one step that every replica takes at once (wide expert parallelism):
+/// batches[r] is replica r's step, null when it has nothing to run. Same ScheduledSeq::request
+/// convention as IterationCost.
+using LockstepCost = std::function<double(const std::vector<const IterationBatch*>& batches)>;
+
+/// Serving on replicas that step together (wide expert parallelism: every MoE layer's
+/// all-to-alls join all of them). Requests go round-robin to the replicas as in
+/// simulate_serving, each replica has its own scheduler and KV cache, and one clock drives
+/// them all: before each step every replica takes the requests that have arrived; every
+/// replica with work plans a step, the others join empty; the step lasts cost(batches) and its
+/// tokens appear at its end. When no replica has work the clock jumps to the next arrival.
+/// Iterations and KV statistics count each replica's non-empty steps. Errors as
+/// simulate_serving's; config.pipeline_stages must be 1.
+Result<ServeResult> simulate_lockstep(const std::vector<Request>& requests,
+                                      const ServeConfig& config, const LockstepCost& cost,
+                                      const SloSpec& slo = {}, bool keep_iterations = false);
+
 /// The same with each step priced stage by stage on config.pipeline_stages stages (which may
 /// be 1). Also an error: a cost giving another number of stages.
 Result<ServeResult> simulate_serving(const std::vector<Request>& requests,

@@ -378,6 +378,73 @@ TEST(ServeSimPipeline, AStageCostOfTheWrongLengthIsReported) {
       << r.error_text();
 }
 
+// Two replicas stepping together, a step costing a + c x (tokens of all replicas). A (replica
+// 0, prompt 10, 3 outputs) and B (replica 1, prompt 20, 2 outputs) arrive at 0: step 1 computes
+// both prompts (a + 30 c), step 2 both decode (a + 2 c) and B is done, step 3 only A decodes
+// (a + c) while replica 1 sits idle. C arrives at 100 s on replica 0 alone: one step for it.
+TEST(ServeSimLockstep, ReplicasStepTogether) {
+  const double a = 0.01, c = 1e-3;
+  std::vector<std::vector<int64_t>> seen_tokens;
+  const LockstepCost cost = [&](const std::vector<const IterationBatch*>& batches) {
+    std::vector<int64_t> tokens;
+    int64_t sum = 0;
+    for (const IterationBatch* b : batches) {
+      tokens.push_back(b != nullptr ? b->total_tokens() : -1);
+      sum += b != nullptr ? b->total_tokens() : 0;
+    }
+    seen_tokens.push_back(tokens);
+    return a + c * static_cast<double>(sum);
+  };
+  ServeConfig cfg = config_with(8192, 1000);
+  cfg.replicas = 2;
+  auto r = simulate_lockstep({{0, 0.0, 10, 3}, {1, 0.0, 20, 2}, {2, 100.0, 5, 1}}, cfg, cost);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const double s1 = a + 30 * c, s2 = a + 2 * c, s3 = a + c;
+  EXPECT_NEAR(r->requests[0].first_token_s, s1, kTol);
+  EXPECT_NEAR(r->requests[1].first_token_s, s1, kTol);
+  EXPECT_NEAR(r->requests[1].finish_s, s1 + s2, kTol);
+  EXPECT_NEAR(r->requests[0].finish_s, s1 + s2 + s3, kTol);
+  EXPECT_NEAR(r->requests[2].finish_s, 100 + a + 5 * c, kTol);
+  EXPECT_EQ(r->requests[2].replica, 0);
+  EXPECT_EQ(seen_tokens, (std::vector<std::vector<int64_t>>{{10, 20}, {1, 1}, {1, -1}, {5, -1}}));
+  EXPECT_EQ(r->iterations, 2 + 2 + 1 + 1);  // each replica's non-empty steps
+
+  cfg.pipeline_stages = 2;
+  auto refused = simulate_lockstep({{0, 0.0, 10, 3}}, cfg, cost);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(has_error(refused.errors(), "serve.pipeline_stages")) << refused.error_text();
+}
+
+/// Random loads on 3 replicas stepping together: every request is served, every inter-token
+/// gap is one or more steps, and each request's tokens come in order.
+TEST(ServeSimLockstep, RandomLoadsServeEveryToken) {
+  std::mt19937_64 rng(7);
+  std::vector<Request> reqs;
+  int64_t gaps = 0;
+  for (int64_t i = 0; i < 300; ++i) {
+    const int64_t out = 1 + static_cast<int64_t>(rng() % 40);
+    reqs.push_back({i, static_cast<double>(rng() % 1000) / 100.0,
+                    1 + static_cast<int64_t>(rng() % 300), out});
+    gaps += out - 1;
+  }
+  ServeConfig cfg = config_with(256, 120, 16);
+  cfg.replicas = 3;
+  const LinearCost f;
+  auto r = simulate_lockstep(reqs, cfg, [&](const std::vector<const IterationBatch*>& batches) {
+    double worst = 0;
+    for (const IterationBatch* b : batches)
+      if (b != nullptr) worst = std::max(worst, f(*b));
+    return worst;
+  });
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r->itl_s.count, gaps);
+  EXPECT_GE(r->itl_s.mean, f.a);
+  for (const RequestRecord& q : r->requests) {
+    EXPECT_GE(q.first_token_s, q.arrival_s);
+    EXPECT_GE(q.finish_s, q.first_token_s);
+  }
+}
+
 TEST(ServeSimPrefix, EveryRequestAfterTheFirstHitsTheSharedPrefix) {
   // 100 requests at once, 1024-token prompts whose first 768 tokens are one shared system
   // prompt, a cache far larger than the load: the first computes its whole prompt, and each

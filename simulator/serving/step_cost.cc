@@ -79,15 +79,25 @@ Diagnostics check_deployment(const ModelSpec& m, const Deployment& d, int gpus) 
     bad("--pp",
         "pp=" + std::to_string(d.pp) + " exceeds the " + std::to_string(m.layers) + " layers");
   if (d.ep > 1) {
+    const int wide = d.tp * d.dp;
     if (!m.moe)
       bad("--ep", "ep=" + std::to_string(d.ep) + " needs a MoE model", "--ep 1");
-    else if (d.tp % d.ep != 0 || m.moe->experts % d.ep != 0)
+    else if (d.ep > d.tp && (d.ep != wide || d.pp != 1 || m.moe->experts % d.ep != 0))
+      bad("--ep",
+          "ep=" + std::to_string(d.ep) +
+              " above tp spreads the experts over every replica: it must be tp*dp=" +
+              std::to_string(wide) + " with pp=1 and divide the experts (" +
+              std::to_string(m.moe->experts) + "), got pp=" + std::to_string(d.pp),
+          "--ep " + std::to_string(d.tp) + " (inside each replica) or --ep " +
+              std::to_string(wide) + " --pp 1 (across the replicas)");
+    else if (d.ep <= d.tp && (d.tp % d.ep != 0 || m.moe->experts % d.ep != 0))
       bad("--ep",
           "ep=" + std::to_string(d.ep) + " must divide tp=" + std::to_string(d.tp) +
               " and the experts (" + std::to_string(m.moe->experts) + ")",
-          "expert parallelism spreads each replica's experts over its tensor-parallel ranks");
+          "expert parallelism spreads each replica's experts over its tensor-parallel ranks, "
+          "or with ep = tp*dp over every replica");
   }
-  if (m.moe && m.moe->expert_ffn_hidden % (d.tp / std::max(1, d.ep)) != 0)
+  if (m.moe && !d.wide_ep() && m.moe->expert_ffn_hidden % (d.tp / std::max(1, d.ep)) != 0)
     bad("--tp", "tp/ep=" + std::to_string(d.tp / std::max(1, d.ep)) +
                     " must divide the expert width " + std::to_string(m.moe->expert_ffn_hidden));
   if (!(d.gpu_memory_utilization > 0 && d.gpu_memory_utilization <= 1))
@@ -121,7 +131,9 @@ Result<KvBudget> kv_budget(const ModelSpec& m, const HwProfile& hw, const Deploy
   if (m.moe) {
     const MoeSpec& e = *m.moe;
     const double expert = mlp_params(m, e.expert_ffn_hidden);
-    moe = (e.experts + e.shared_experts) * expert / tp + static_cast<double>(m.hidden) * e.experts;
+    // Wide ep: E/ep whole experts a GPU; the shared experts stay tensor-parallel in a replica.
+    const double routed = d.wide_ep() ? e.experts * expert / d.ep : e.experts * expert / tp;
+    moe = routed + e.shared_experts * expert / tp + static_cast<double>(m.hidden) * e.experts;
   }
   const double vocab_part = static_cast<double>(m.vocab) * m.hidden / tp;  // vocab-parallel
   // Activations of vLLM's profiling forward over max_num_batched_tokens tokens: the residual
@@ -168,9 +180,17 @@ Result<KvBudget> kv_budget(const ModelSpec& m, const HwProfile& hw, const Deploy
 
 StepCost::StepCost(const ModelSpec& m, const HwProfile& hw, const Deployment& d)
     : m_(m), d_(d), compute_(hw), comm_(hw) {
-  const RankMap ranks(as_plan(d), hw.scale_up_domain);
+  ParallelPlan plan = as_plan(d);
+  if (d.wide_ep()) plan.ep = 1;  // the training map folds ep inside dp; wide ep is every GPU
+  const RankMap ranks(plan, hw.scale_up_domain);
   tp_shape_ = ranks.shape(GroupKind::kTp);
   pp_pair_ = neighbour_pair(ranks.shape(GroupKind::kPp));
+  if (d.wide_ep()) {
+    // Every GPU of the deployment, numbered consecutively: whole scale-up domains.
+    ep_shape_.size = d.ep;
+    ep_shape_.per_domain = hw.scale_up_domain > 0 ? std::min(d.ep, hw.scale_up_domain) : d.ep;
+    ep_shape_.domains = (d.ep + ep_shape_.per_domain - 1) / ep_shape_.per_domain;
+  }
   moe_layers_ = m.num_moe_layers();
   dense_layers_ = m.layers - moe_layers_;
 }
@@ -186,14 +206,14 @@ double StepCost::gemm(double m, double k, double n, double batch) const {
          compute_.fp8_casts(g, GemmPass::kForward, int64_t{1} << 40).time_s;
 }
 
-StepCost::Priced StepCost::price(const StepShape& s) const {
+StepCost::Priced StepCost::price(const StepShape& s, bool routed) const {
   Priced out;
   const double t = static_cast<double>(s.tokens());
   if (t <= 0) return out;
   const double ab = act_bytes(d_.precision), h = static_cast<double>(m_.hidden);
   // Every dense layer costs the same, and every MoE layer: each kind is priced once.
-  if (dense_layers_ > 0) layer(s, false, &out.dense);
-  if (moe_layers_ > 0) layer(s, true, &out.moe);
+  if (dense_layers_ > 0) layer(s, false, false, &out.dense);
+  if (moe_layers_ > 0) layer(s, true, routed, &out.moe);
   // Embedding lookup (vocab-parallel: its partial rows are all-reduced over tp).
   out.embed.memory_s += compute_.memory_bound(2 * t * h * ab).time_s;
   if (d_.tp > 1) out.embed.comm_s += comm_.engine_all_reduce(t * h * ab, tp_shape_).time_s;
@@ -283,7 +303,54 @@ void StepCost::attention(const StepShape& s, Parts* p) const {
   }
 }
 
-void StepCost::layer(const StepShape& s, bool moe, Parts* p) const {
+void StepCost::routed_experts(double tokens, double local, Parts* p) const {
+  const MoeSpec& e = *m_.moe;
+  const double experts = e.experts, k = e.top_k, h = static_cast<double>(m_.hidden);
+  const double ab = act_bytes(d_.precision);
+  const bool glu = m_.ffn_act == FfnAct::kSwiglu;
+  // This rank's experts (E/ep of them, each split tp/ep ways inside a replica, whole under wide
+  // ep) and the tokens routed to them; an expert with no token this step is skipped: of n local
+  // experts, n (1 - (1 - k/E)^t) are expected to get one.
+  const double n = experts / d_.ep;
+  const double w = d_.wide_ep() ? e.expert_ffn_hidden : e.expert_ffn_hidden * d_.ep / d_.tp;
+  const double rows = tokens * k * n / experts;
+  const double active = std::max(1.0, n * (1 - std::pow(1 - k / experts, tokens)));
+  p->gemm_s +=
+      gemm(rows / active, h, (glu ? 2 : 1) * w, active) + gemm(rows / active, w, h, active);
+  p->memory_s += compute_.memory_bound(rows * w * (glu ? 3 : 2) * ab).time_s;  // activation
+  p->memory_s += compute_.memory_bound(2 * local * k * h * ab).time_s;         // unpermute
+  if (!d_.wide_ep()) return;
+  // Dispatch and combine: each GPU sends its share of its replica's tokens (the tp ranks of a
+  // replica hold the same rows), top_k copies of each, and gets the results back; an fp8
+  // deployment dispatches fp8 and combines in bf16 (as DeepEP does).
+  const double rows_out = local / d_.tp * k * h;
+  const double dispatch_b = d_.precision == Precision::kFp8 ? 1.0 : ab;
+  p->comm_s += comm_.time(CollectiveOp::kAllToAll, rows_out * dispatch_b, ep_shape_).time_s +
+               comm_.time(CollectiveOp::kAllToAll, rows_out * ab, ep_shape_).time_s;
+}
+
+double StepCost::lockstep_time_s(const std::vector<StepShape>& shapes) const {
+  PX_CHECK(d_.wide_ep() && d_.pp == 1 && static_cast<int>(shapes.size()) == d_.dp,
+           "StepCost::lockstep_time_s: " << shapes.size() << " shapes for dp=" << d_.dp
+                                         << " ep=" << d_.ep << " pp=" << d_.pp);
+  double slowest = 0, tokens = 0, most = 0;
+  for (const StepShape& s : shapes) {
+    const Priced q = price(s, /*routed=*/false);
+    const double own = dense_layers_ * q.dense.total() + moe_layers_ * q.moe.total() +
+                       q.embed.total() + q.head.total();
+    slowest = std::max(slowest, own);
+    const auto t = static_cast<double>(s.tokens());
+    tokens += t;
+    most = std::max(most, t);
+  }
+  if (tokens <= 0 || moe_layers_ == 0) return slowest;
+  // The all-to-alls wait for the replica with the most tokens.
+  Parts routed;
+  routed_experts(tokens, most, &routed);
+  return slowest + moe_layers_ * routed.total();
+}
+
+void StepCost::layer(const StepShape& s, bool moe, bool routed, Parts* p) const {
   const double t = static_cast<double>(s.tokens());
   const double ab = act_bytes(d_.precision), h = static_cast<double>(m_.hidden), tp = d_.tp;
   const double qh = static_cast<double>(m_.heads) / tp;
@@ -327,15 +394,7 @@ void StepCost::layer(const StepShape& s, bool moe, Parts* p) const {
         compute_.gemm(GemmShape{static_cast<int64_t>(t), e.experts, m_.hidden, 1}, Precision::kBf16)
             .time_s;
     mem(t * experts * 3 * kFp32Bytes + 2 * t * k * h * ab);  // top-k, permute
-    // This rank's experts (E/ep of them, each split tp/ep ways) and the tokens routed to them;
-    // an expert with no token this step is skipped: of n local experts, n (1 - (1 - k/E)^t)
-    // are expected to get one.
-    const double local = experts / d_.ep, w = e.expert_ffn_hidden * d_.ep / tp;
-    const double rows = t * k * local / experts;
-    const double active = std::max(1.0, local * (1 - std::pow(1 - k / experts, t)));
-    p->gemm_s +=
-        gemm(rows / active, h, (glu ? 2 : 1) * w, active) + gemm(rows / active, w, h, active);
-    mem(rows * w * (glu ? 3 : 2) * ab + 2 * t * k * h * ab);  // activation, unpermute
+    if (routed) routed_experts(t, t, p);
     if (e.shared_experts > 0) {
       const double ws = static_cast<double>(e.shared_experts) * e.expert_ffn_hidden / tp;
       p->gemm_s += gemm(t, h, (glu ? 2 : 1) * ws) + gemm(t, ws, h);

@@ -9,6 +9,13 @@
 /// all-reduce after each), the routed experts are tensor-parallel too (ep = 1) or spread over ep
 /// of the tp ranks (vLLM's --enable-expert-parallel within one instance), and the layers are
 /// split into pp stages.
+///
+/// Wide expert parallelism (ep = tp x dp, pp = 1): the experts of every MoE layer are spread
+/// over all the deployment's GPUs, whole (DeepSeek-style serving: vLLM's --data-parallel-size
+/// with --enable-expert-parallel, SGLang's DP attention with --ep-size). The dp replicas keep
+/// their own schedulers and KV caches (attention stays data-parallel across them) but step
+/// together: every MoE layer dispatches each replica's tokens to the experts' GPUs and combines
+/// them back with all-to-alls, and a replica with nothing to run joins with an empty batch.
 
 #include <cstdint>
 #include <vector>
@@ -26,7 +33,7 @@ struct Deployment {
   int tp = 1;  ///< --tensor-parallel-size
   int pp = 1;  ///< --pipeline-parallel-size
   int dp = 1;  ///< independent replicas (--data-parallel-size of a dense model)
-  int ep = 1;  ///< expert-parallel ranks inside a replica (must divide tp); 1: experts split by tp
+  int ep = 1;  ///< expert-parallel ranks: dividing tp (inside a replica), or tp * dp (wide)
   Precision precision = Precision::kBf16;  ///< weights and GEMMs; the KV cache is bf16
   double gpu_memory_utilization = 0.9;     ///< --gpu-memory-utilization
   int block_size = 16;                     ///< KV-cache block, tokens (--block-size)
@@ -34,6 +41,8 @@ struct Deployment {
   int64_t max_num_batched_tokens = 8192;   ///< --max-num-batched-tokens
   bool enable_prefix_caching = true;       ///< --enable-prefix-caching (vLLM V1's default)
   int gpus() const { return tp * pp * dp; }
+  /// Experts spread over every replica (ep = tp * dp > tp): the replicas step together.
+  bool wide_ep() const { return ep > tp; }
 };
 
 /// Every problem of `d` for `m` on `gpus` GPUs (0: not checked): degrees not dividing heads,
@@ -99,6 +108,13 @@ class StepCost {
   /// every stage but the last, the output layer and sampling on the last. They sum to time_s.
   void stage_times(const StepShape& s, std::vector<double>* stage_s) const;
 
+  /// Wide expert parallelism: one step of every replica at once (shapes[r]: replica r's step,
+  /// empty when it has nothing to run). Each replica's attention, dense layers, router, shared
+  /// experts, embedding and head on its own tokens, the slowest replica setting the pace (every
+  /// MoE layer waits for all), plus every MoE layer's routed experts over the tokens of all
+  /// replicas and the all-to-alls that dispatch and combine them.
+  double lockstep_time_s(const std::vector<StepShape>& shapes) const;
+
  private:
   /// The pieces of a step, each priced once: one dense and one MoE layer, the embedding, one
   /// stage-to-stage send, the output layer with sampling.
@@ -106,8 +122,13 @@ class StepCost {
     Parts dense, moe, embed, head;
     double send_s = 0;
   };
-  Priced price(const StepShape& s) const;
-  void layer(const StepShape& s, bool moe, Parts* p) const;
+  /// With `routed` false, the MoE layers leave out the routed experts (wide ep prices them over
+  /// every replica's tokens).
+  Priced price(const StepShape& s, bool routed = true) const;
+  /// One MoE layer's routed experts on this GPU: `tokens` routed over the expert-parallel group
+  /// in all, `local` of them from this GPU's replica (wide ep: dispatched and combined).
+  void routed_experts(double tokens, double local, Parts* p) const;
+  void layer(const StepShape& s, bool moe, bool routed, Parts* p) const;
   void attention(const StepShape& s, Parts* p) const;
   double gemm(double m, double k, double n, double batch = 1) const;
 
@@ -115,7 +136,7 @@ class StepCost {
   Deployment d_;
   ComputeCost compute_;
   CollectiveCost comm_;
-  GroupShape tp_shape_, pp_pair_;
+  GroupShape tp_shape_, pp_pair_, ep_shape_;
   int dense_layers_ = 0, moe_layers_ = 0;  ///< of the whole model (all stages run in turn)
 };
 

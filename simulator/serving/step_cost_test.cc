@@ -177,5 +177,71 @@ TEST(Deployment, BadLayoutsAreNamed) {
   EXPECT_EQ(check_deployment(zoo("mixtral-8x7b"), d, 2).at(0).where, "--max-num-batched-tokens");
 }
 
+// Wide expert parallelism: ep = tp * dp with pp 1, the experts dividing it.
+TEST(Deployment, WideExpertParallelismSpansEveryReplica) {
+  const ModelSpec q = zoo("qwen3-30b-a3b");  // 128 experts
+  Deployment d;
+  d.tp = 2;
+  d.dp = 4;
+  d.ep = 8;
+  EXPECT_TRUE(d.wide_ep());
+  EXPECT_TRUE(check_deployment(q, d, 8).empty()) << check_deployment(q, d, 8).front().str();
+  d.pp = 2;
+  d.dp = 2;
+  d.ep = 4;
+  const Diagnostics e = check_deployment(q, d, 8);
+  ASSERT_FALSE(e.empty());
+  EXPECT_EQ(e.front().where, "--ep");
+  EXPECT_NE(e.front().str().find("must be tp*dp=4 with pp=1"), std::string::npos) << e.front().str();
+  d = Deployment{};
+  d.tp = 4;
+  d.ep = 8;  // dp 1: nothing to spread over
+  EXPECT_EQ(check_deployment(q, d, 4).at(0).where, "--ep");
+}
+
+// Spreading the experts over every GPU leaves each GPU E/ep whole experts instead of E/tp
+// slices: less weight, more KV cache.
+TEST(KvBudget, WideExpertParallelismHoldsFewerExperts) {
+  const ModelSpec q = zoo("qwen3-30b-a3b");
+  Deployment in_replica, wide;
+  in_replica.tp = wide.tp = 2;
+  in_replica.dp = wide.dp = 4;
+  in_replica.ep = 2;
+  wide.ep = 8;
+  auto a = kv_budget(q, h100(), in_replica), b = kv_budget(q, h100(), wide);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LT(b->weights_gib, 0.5 * a->weights_gib);
+  EXPECT_GT(b->blocks, a->blocks);
+}
+
+// Replicas stepping together: the slowest replica sets the pace, the routed experts see every
+// replica's tokens (more tokens, more time, but less than running the replicas one by one),
+// and an idle replica costs nothing of its own.
+TEST(StepCost, LockstepIsTheSlowestReplicaPlusTheSharedExperts) {
+  const ModelSpec q = zoo("qwen3-30b-a3b");
+  Deployment d;
+  d.tp = 1;
+  d.dp = 8;
+  d.ep = 8;
+  const StepCost cost(q, h100(), d);
+  const StepShape dec = decode_step(64, 1024);
+  StepShape pre;
+  pre.prefills.push_back({2048, 0});
+  pre.sampled = 1;
+  const StepShape none;
+  std::vector<StepShape> one(8, none), all(8, dec), mixed(8, dec);
+  one[0] = dec;
+  mixed[3] = pre;
+  const double t_one = cost.lockstep_time_s(one), t_all = cost.lockstep_time_s(all),
+               t_mixed = cost.lockstep_time_s(mixed);
+  EXPECT_GT(t_one, 0);
+  EXPECT_GT(t_all, t_one);
+  EXPECT_LT(t_all, 8 * t_one);
+  EXPECT_GT(t_mixed, t_all);  // one replica's prefill holds every replica's decode
+  std::vector<StepShape> pre_alone(8, none);
+  pre_alone[3] = pre;
+  EXPECT_GT(t_mixed, cost.lockstep_time_s(pre_alone));
+}
+
 }  // namespace
 }  // namespace parallax::serving

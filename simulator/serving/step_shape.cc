@@ -22,6 +22,16 @@ StageCost stage_cost(const StepCost& cost) {
   };
 }
 
+LockstepCost lockstep_cost(const StepCost& cost) {
+  return [&cost, shapes = std::vector<StepShape>()](
+             const std::vector<const IterationBatch*>& batches) mutable {
+    shapes.resize(batches.size());
+    for (size_t r = 0; r < batches.size(); ++r)
+      shapes[r] = batches[r] != nullptr ? step_shape(*batches[r]) : StepShape{};
+    return cost.lockstep_time_s(shapes);
+  };
+}
+
 ServeConfig engine_config(const Deployment& d, int64_t num_gpu_blocks, bool chunked_prefill,
                           int64_t long_prefill_token_threshold) {
   ServeConfig c;

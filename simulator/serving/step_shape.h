@@ -17,6 +17,10 @@ StepShape step_shape(const IterationBatch& b);
 /// `cost` pricing each step stage by stage (StepCost::stage_times); keeps a reference to `cost`.
 StageCost stage_cost(const StepCost& cost);
 
+/// `cost` (of a wide-ep deployment) pricing the replicas' steps together
+/// (StepCost::lockstep_time_s); keeps a reference to `cost`.
+LockstepCost lockstep_cost(const StepCost& cost);
+
 /// The serving simulation of `d`: its dp replicas, each with the engine limits of `d` and
 /// `num_gpu_blocks` KV blocks (kv_budget's), d.pp pipeline stages (price it with stage_cost).
 ServeConfig engine_config(const Deployment& d, int64_t num_gpu_blocks, bool chunked_prefill = true,
