@@ -15,6 +15,14 @@ double AdamW::step(std::span<float> params, std::span<const float> grads, double
   PX_CHECK(params.size() == decay_.size() && grads.size() == decay_.size(),
            "AdamW over " << decay_.size() << " parameters got " << params.size() << " and "
                          << grads.size());
+  return step_part(params, grads, grad_norm, step, 0);
+}
+
+double AdamW::step_part(std::span<float> params, std::span<const float> grads, double grad_norm,
+                        int64_t step, size_t at) {
+  PX_CHECK(grads.size() == params.size() && at + params.size() <= decay_.size(),
+           "AdamW over " << decay_.size() << " parameters got " << params.size() << " at " << at
+                         << " and " << grads.size() << " gradients");
   PX_CHECK(step >= 1, "AdamW steps count from 1, got " << step);
   const double clip =
       config_.clip_norm > 0 && grad_norm > config_.clip_norm ? config_.clip_norm / grad_norm : 1.0;
@@ -34,9 +42,9 @@ double AdamW::step(std::span<float> params, std::span<const float> grads, double
   const float decay = static_cast<float>(lr * config_.weight_decay);
   float* __restrict p = params.data();
   const float* __restrict g = grads.data();
-  float* __restrict m = m_.data();
-  float* __restrict v = v_.data();
-  const uint8_t* __restrict d = decay_.data();
+  float* __restrict m = m_.data() + at;
+  float* __restrict v = v_.data() + at;
+  const uint8_t* __restrict d = decay_.data() + at;
   const size_t n = params.size();
   // fp32 throughout, branch-free, so that the loop vectorises (the update is memory-bound).
   for (size_t i = 0; i < n; ++i) {

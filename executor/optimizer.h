@@ -27,6 +27,11 @@ class AdamW {
   double step(std::span<float> params, std::span<const float> grads, double grad_norm,
               int64_t step);
 
+  /// The same on the part [at, at + params.size()) of the range only: for a shard whose values
+  /// lie in pieces of the flat buffer, one call a piece (each with the same grad_norm).
+  double step_part(std::span<float> params, std::span<const float> grads, double grad_norm,
+                   int64_t step, size_t at);
+
   /// Moments, for checkpoints (and, mutable, for restoring them).
   std::span<const float> first_moment() const { return m_; }
   std::span<const float> second_moment() const { return v_; }

@@ -53,5 +53,27 @@ TEST(ExecAdamW, MinimisesAQuadratic) {
   EXPECT_NEAR(p[1], -1.0, 0.02);
 }
 
+// A shard whose values lie in pieces of the flat buffer: stepping each piece at its place in
+// the state is stepping the whole range, moments included, over several steps.
+TEST(ExecAdamW, StepsInPiecesAsOnTheWholeRange) {
+  AdamWConfig c;
+  c.lr = 0.01;
+  AdamW whole(c, {1, 0, 1, 1, 0}), pieces(c, {1, 0, 1, 1, 0});
+  std::vector<float> a = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f}, b = a;
+  for (int step = 1; step <= 3; ++step) {
+    const std::vector<float> g = {0.1f * step, -0.2f, 0.3f, -0.4f * step, 0.5f};
+    whole.step(a, g, 2.0, step);
+    const std::span<float> pb(b);
+    const std::span<const float> gs(g);
+    pieces.step_part(pb.subspan(3, 2), gs.subspan(3, 2), 2.0, step, 3);
+    pieces.step_part(pb.first(3), gs.first(3), 2.0, step, 0);
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i], b[i]) << i;
+    EXPECT_EQ(whole.first_moment()[i], pieces.first_moment()[i]) << i;
+    EXPECT_EQ(whole.second_moment()[i], pieces.second_moment()[i]) << i;
+  }
+}
+
 }  // namespace
 }  // namespace parallax::exec

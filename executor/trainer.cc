@@ -90,9 +90,9 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
     d.push_back({"--zero",
                  "ZeRO-2/3 with a tied embedding split across pipeline stages is not executed yet",
                  "--zero 1, or an untied model"});
-  if (o.ep > 1 && o.shard_optimizer)
-    d.push_back({"--zero", "the distributed optimizer with expert parallelism is not executed yet",
-                 "--zero 0 with --ep"});
+  if (o.ep > 1 && o.shard_gradients)
+    d.push_back({"--zero", "ZeRO-2/3 with expert parallelism is not executed yet",
+                 "--zero 1 (the distributed optimizer) or 0 with --ep"});
   if (o.vpp > 1 && o.pp == 1)
     d.push_back({"--vpp", "interleaving needs a pipeline (pp > 1)", "--vpp 1"});
   if (shape.kv_heads % o.tp != 0 || shape.ffn_hidden % o.tp != 0)
@@ -255,11 +255,42 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     offsets.push_back(n);
     n += chunks.back().num_params();
   }
-  // The flat buffers are padded to a multiple of dp so that every rank owns an equal slice.
-  const int64_t slice = o.shard_optimizer ? (n + data_size - 1) / data_size : n;
-  const int64_t padded = o.shard_optimizer ? slice * data_size : n;
-  const int64_t first = o.shard_optimizer ? data_rank * slice : 0;
+  // The distributed optimizer with expert parallelism (SplitShards): the dense values shard over
+  // the data group, the routed experts' over the ranks holding the same experts.
+  std::optional<SplitShards> split;
+  if (o.shard_optimizer && o.ep > 1) {
+    std::vector<std::pair<int64_t, int64_t>> runs[2];  // dense, expert
+    for (int c = 0; c < vpp; ++c)
+      for (const TensorSlot& t : chunks[c].layout()) {
+        auto& kind = runs[t.expert ? 1 : 0];
+        const int64_t at = offsets[c] + t.offset;
+        if (!kind.empty() && kind.back().first + kind.back().second == at)
+          kind.back().second += t.size();
+        else
+          kind.emplace_back(at, t.size());
+      }
+    split.emplace(std::move(runs[0]), std::move(runs[1]), dp_group, edp_group);
+  }
+  // Otherwise the flat buffers are padded to a multiple of dp so that every rank owns an equal
+  // slice.
+  const bool dp_sharded = o.shard_optimizer && !split;
+  const int64_t slice = split ? split->size() : dp_sharded ? (n + data_size - 1) / data_size : n;
+  const int64_t padded = dp_sharded ? slice * data_size : n;
+  const int64_t first = dp_sharded ? data_rank * slice : 0;
   const int64_t owned = std::clamp<int64_t>(n - first, 0, slice);  // real parameters in the slice
+  // Calls f(a, b) for the positions [a, b) of this rank's slice that hold the flat values
+  // [x, y).
+  auto in_slice = [&](int64_t x, int64_t y, const auto& f) {
+    if (!split) {
+      const int64_t a = std::max(first, x), b = std::min(first + owned, y);
+      if (a < b) f(a - first, b - first);
+      return;
+    }
+    for (const SliceRun& r : split->runs()) {
+      const int64_t a = std::max(r.flat, x), b = std::min(r.flat + r.length, y);
+      if (a < b) f(r.at + (a - r.flat), r.at + (b - r.flat));
+    }
+  };
   // Lazily mapped: under ZeRO-2/3 only the units in use are resident.
   PageBuffer params(static_cast<size_t>(padded)), grads(static_cast<size_t>(padded));
   std::vector<float> grad_slice(o.shard_optimizer ? static_cast<size_t>(slice) : 0);
@@ -286,12 +317,11 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       tied_chunk = c;
     }
     for (const TensorSlot& t : m.layout()) {
-      const int64_t a = std::max(first, offsets[c] + t.offset),
-                    b = std::min(first + owned, offsets[c] + t.offset + t.size());
-      if (a >= b) continue;
-      std::fill(mask.begin() + (a - first), mask.begin() + (b - first), decays(t) ? 1 : 0);
-      std::fill(norm_class.begin() + (a - first), norm_class.begin() + (b - first),
-                &t == tied_copy ? uint8_t{2} : norm_class_of(t));
+      in_slice(offsets[c] + t.offset, offsets[c] + t.offset + t.size(), [&](int64_t a, int64_t b) {
+        std::fill(mask.begin() + a, mask.begin() + b, decays(t) ? 1 : 0);
+        std::fill(norm_class.begin() + a, norm_class.begin() + b,
+                  &t == tied_copy ? uint8_t{2} : norm_class_of(t));
+      });
     }
     // Every copy and shard of a tensor alike. Under ZeRO-3 one unit at a time: the rank keeps
     // its slice of it and hands the unit's pages back, so the whole model is never resident.
@@ -363,6 +393,13 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
          {std::pair<const char*, std::span<float>>{"param", std::span<float>(params).first(n)},
           {"adam_m", adam.first_moment()},
           {"adam_v", adam.second_moment()}}) {
+      if (split && std::string(kind) != "param") {
+        for (const SliceRun& r : split->runs())
+          if (Diagnostics d = read_pieces(*ckpt, views, r.flat, buf.subspan(r.at, r.length), kind);
+              !d.empty())
+            return d;
+        continue;
+      }
       const int64_t at = std::string(kind) == "param" ? 0 : first;
       if (Diagnostics d = read_pieces(*ckpt, views, at, buf, kind); !d.empty()) return d;
     }
@@ -375,7 +412,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   }
   std::optional<ShardedUnits> sharded;
   std::vector<ParamUnits> units(static_cast<size_t>(vpp));  // per chunk; empty without ZeRO-2/3
-  if (o.shard_optimizer) {
+  if (dp_sharded) {
     sharded.emplace(dp_group, slice, o.shard_parameters, o.shard_gradients,
                     ShardedUnits::Buffers{params, grads, own_params, grad_slice}, &comm_errors);
     if (o.shard_gradients)
@@ -469,8 +506,15 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     else
       append_pieces(views, 0, std::span<const float>(params).first(n), "param", replica, pieces);
     const SlotFilter& moments = o.shard_optimizer ? writes : replica;
-    append_pieces(views, first, adam.first_moment(), "adam_m", moments, pieces);
-    append_pieces(views, first, adam.second_moment(), "adam_v", moments, pieces);
+    for (const auto& [moment, name] :
+         {std::pair{adam.first_moment(), "adam_m"}, std::pair{adam.second_moment(), "adam_v"}}) {
+      if (!split) {
+        append_pieces(views, first, moment, name, moments, pieces);
+        continue;
+      }
+      for (const SliceRun& r : split->runs())
+        append_pieces(views, r.flat, moment.subspan(r.at, r.length), name, moments, pieces);
+    }
     inject_fault("save", step, group.rank());
     if (o.async_save) {
       // The state is copied now; the thread writes the copy while training goes on.
@@ -594,6 +638,9 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     std::span<float> g = grads;
     if (o.shard_gradients) {
       g = grad_slice;  // reduced after each backward
+    } else if (split) {
+      if (Diagnostics d = split->reduce(grads, grad_slice); !d.empty()) return d;
+      g = grad_slice;
     } else if (o.shard_optimizer) {
       // In buckets, as Megatron's distributed optimizer reduces: no collective needs a
       // temporary buffer of the whole gradient.
@@ -633,10 +680,17 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     }
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
     const double norm = std::sqrt(sq);
-    adam.step(o.shard_parameters ? std::span<float>(own_params).first(owned)
-                                 : std::span<float>(params).subspan(first, owned),
-              g.first(owned), norm, step);
-    if (o.shard_optimizer && !o.shard_parameters) {
+    if (split) {
+      for (const SliceRun& r : split->runs())
+        adam.step_part(std::span<float>(params).subspan(r.flat, r.length),
+                       g.subspan(r.at, r.length), norm, step, r.at);
+      if (Diagnostics d = split->gather(params); !d.empty()) return d;
+    } else {
+      adam.step(o.shard_parameters ? std::span<float>(own_params).first(owned)
+                                   : std::span<float>(params).subspan(first, owned),
+                g.first(owned), norm, step);
+    }
+    if (dp_sharded && !o.shard_parameters) {
       // Every replica's updated slice back into every replica's full copy of the shard.
       const std::vector<float> mine(params.begin() + first, params.begin() + first + slice);
       if (Diagnostics d = dp_group.all_gather(mine, params); !d.empty()) return d;

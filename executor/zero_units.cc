@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <tuple>
 
 namespace parallax::exec {
 
@@ -104,6 +105,110 @@ ParamUnits ShardedUnits::hooks(const Transformer<float>& chunk, int64_t offset) 
     };
   }
   return u;
+}
+
+namespace {
+
+constexpr int64_t kSplitBucket = int64_t{1} << 22;
+
+}  // namespace
+
+SplitShards::SplitShards(std::vector<std::pair<int64_t, int64_t>> dense,
+                         std::vector<std::pair<int64_t, int64_t>> expert, ProcessGroup& data,
+                         ProcessGroup& expert_data) {
+  int64_t at = 0;
+  for (auto [kind, runs, group] :
+       {std::tuple{&dense_, &dense, &data}, std::tuple{&expert_, &expert, &expert_data}}) {
+    Kind& k = *kind;
+    k.runs = std::move(*runs);
+    k.group = group;
+    for (const auto& r : k.runs) k.total += r.second;
+    const int64_t ranks = group->size();
+    k.per_rank = (k.total + ranks - 1) / ranks;
+    k.first = group->rank() * k.per_rank;
+    k.mine = std::clamp<int64_t>(k.total - k.first, 0, k.per_rank);
+    each_run(k, k.first, k.first + k.mine, [&](int64_t flat, int64_t packed, int64_t len) {
+      runs_.push_back({flat, at + (packed - k.first), len});
+    });
+    at += k.mine;
+  }
+  dense_mine_ = dense_.mine;
+  expert_mine_ = expert_.mine;
+}
+
+template <typename F>
+void SplitShards::each_run(const Kind& k, int64_t a, int64_t b, F f) {
+  int64_t packed = 0;
+  for (const auto& [flat, len] : k.runs) {
+    const int64_t x = std::max(packed, a), y = std::min(packed + len, b);
+    if (x < y) f(flat + (x - packed), x, y - x);
+    packed += len;
+    if (packed >= b) break;
+  }
+}
+
+std::vector<int64_t> SplitShards::Kind::counts(int64_t a, int64_t b) const {
+  std::vector<int64_t> out(static_cast<size_t>(group->size()));
+  for (int r = 0; r < group->size(); ++r) {
+    const int64_t lo = std::max(a, r * per_rank), hi = std::min(b, (r + 1) * per_rank);
+    out[static_cast<size_t>(r)] = std::max<int64_t>(0, hi - lo);
+  }
+  return out;
+}
+
+void SplitShards::pack(const Kind& k, int64_t a, std::span<const float> flat,
+                       std::span<float> out) {
+  std::fill(out.begin(), out.end(), 0.0f);
+  each_run(k, a, a + static_cast<int64_t>(out.size()), [&](int64_t f, int64_t p, int64_t len) {
+    std::copy_n(flat.begin() + f, len, out.begin() + (p - a));
+  });
+}
+
+void SplitShards::unpack(const Kind& k, int64_t a, std::span<const float> in,
+                         std::span<float> flat) {
+  each_run(k, a, a + static_cast<int64_t>(in.size()), [&](int64_t f, int64_t p, int64_t len) {
+    std::copy_n(in.begin() + (p - a), len, flat.begin() + f);
+  });
+}
+
+Diagnostics SplitShards::reduce(std::span<const float> grads, std::span<float> slice) {
+  PX_CHECK(static_cast<int64_t>(slice.size()) == size(), "SplitShards::reduce: slice size");
+  int64_t at = 0;  // where this kind's part starts in the slice
+  for (const Kind* k : {&dense_, &expert_}) {
+    const int64_t padded = k->per_rank * k->group->size();
+    for (int64_t a = 0; a < padded; a += kSplitBucket) {
+      const int64_t b = std::min(padded, a + kSplitBucket);
+      bucket_.resize(static_cast<size_t>(b - a));
+      pack(*k, a, grads, bucket_);
+      const std::vector<int64_t> counts = k->counts(a, b);
+      const int64_t lo = std::max(a, k->first),
+                    mine = counts[static_cast<size_t>(k->group->rank())];
+      // The padding past the real values lands beyond the slice: a scratch tail takes it.
+      std::vector<float> out(static_cast<size_t>(mine));
+      if (Diagnostics d = k->group->reduce_scatter_sum(bucket_, counts, out); !d.empty()) return d;
+      const int64_t real = std::clamp<int64_t>(k->first + k->mine - lo, 0, mine);
+      std::copy_n(out.begin(), real, slice.begin() + at + (lo - k->first));
+    }
+    at += k->mine;
+  }
+  return {};
+}
+
+Diagnostics SplitShards::gather(std::span<float> params) {
+  for (const Kind* k : {&dense_, &expert_}) {
+    const int64_t padded = k->per_rank * k->group->size();
+    for (int64_t a = 0; a < padded; a += kSplitBucket) {
+      const int64_t b = std::min(padded, a + kSplitBucket);
+      const std::vector<int64_t> counts = k->counts(a, b);
+      const int64_t lo = std::max(a, k->first);
+      std::vector<float> part(static_cast<size_t>(counts[static_cast<size_t>(k->group->rank())]));
+      pack(*k, lo, params, part);  // this rank's values (zero past the last run)
+      bucket_.resize(static_cast<size_t>(b - a));
+      if (Diagnostics d = k->group->all_gather(part, counts, bucket_); !d.empty()) return d;
+      unpack(*k, a, bucket_, params);
+    }
+  }
+  return {};
 }
 
 }  // namespace parallax::exec

@@ -81,4 +81,53 @@ class ShardedUnits {
   std::vector<float> part_;  // this rank's reduced part of a unit's gradient
 };
 
+/// A run of the flat buffers in a rank's optimizer slice: `length` values from flat offset
+/// `flat`, at `at` in the slice.
+struct SliceRun {
+  int64_t flat = 0, at = 0, length = 0;
+};
+
+/// The distributed optimizer (ZeRO-1) with expert parallelism, as Megatron shards it: the dense
+/// values of the flat buffer (every tensor not of a routed expert, in flat order) shard over the
+/// data group and the expert values over the expert-data group (the ranks holding the same
+/// experts), each cut into equal slices (the last padded). A rank's slice is its dense part then
+/// its expert part; runs() maps it to the flat buffer. The collectives run in buckets of 4M
+/// values packed from the flat buffer, so no buffer of the whole model is added.
+class SplitShards {
+ public:
+  /// `dense` and `expert`: the flat runs (offset, length) of each kind, in flat order.
+  SplitShards(std::vector<std::pair<int64_t, int64_t>> dense,
+              std::vector<std::pair<int64_t, int64_t>> expert, ProcessGroup& data,
+              ProcessGroup& expert_data);
+
+  int64_t size() const { return dense_mine_ + expert_mine_; }  ///< values of this rank's slice
+  const std::vector<SliceRun>& runs() const { return runs_; }
+
+  /// Sums the flat gradients over the groups (dense over the data group, expert over the
+  /// expert-data group) into `slice` (size()).
+  Diagnostics reduce(std::span<const float> grads, std::span<float> slice);
+  /// Every rank's slice of the flat parameters (updated in place, at runs()) into every rank's.
+  Diagnostics gather(std::span<float> params);
+
+ private:
+  struct Kind {
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    ProcessGroup* group = nullptr;
+    int64_t total = 0, per_rank = 0, first = 0, mine = 0;
+    /// Each rank's values of the packed range [a, b).
+    std::vector<int64_t> counts(int64_t a, int64_t b) const;
+  };
+  /// The packed values [a, b) of `k` from `flat` into `out` (b - a; zero beyond the last run).
+  static void pack(const Kind& k, int64_t a, std::span<const float> flat, std::span<float> out);
+  /// The reverse: `in`, the packed values [a, a + in.size()), into `flat`.
+  static void unpack(const Kind& k, int64_t a, std::span<const float> in, std::span<float> flat);
+  /// Calls f(flat offset, packed offset, length) for each run's part inside packed [a, b).
+  template <typename F>
+  static void each_run(const Kind& k, int64_t a, int64_t b, F f);
+  Kind dense_, expert_;
+  std::vector<float> bucket_;
+  int64_t dense_mine_ = 0, expert_mine_ = 0;
+  std::vector<SliceRun> runs_;
+};
+
 }  // namespace parallax::exec

@@ -52,6 +52,17 @@ class CheckpointCli : public ::testing::Test {
   std::string ckpt(const std::string& more) const {
     return args("--checkpoint-dir " + Quote(dir_.file("ckpt")) + " " + more);
   }
+  /// Resumes on one rank up to step 6 and expects the uninterrupted curve `w` from step 4 to
+  /// fp32 round-off (a checkpoint of step 3 resharded onto one rank).
+  void expect_one_rank_resumes(const Outcome& w, const std::string& what) const {
+    const CliRun one = MpiParallax(1, ckpt("--gpus 1 --steps 6 --resume"), Streams::kStdoutOnly);
+    ASSERT_EQ(one.exit_code, 0) << one;
+    const Outcome y = parse(one);
+    ASSERT_EQ(y.losses.size(), 3u) << one;
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(y.losses[i], w.losses[3 + i], 1e-5 * w.losses[3 + i])
+          << what << ", step " << 4 + i;
+  }
   ScratchDir dir_;
   std::string model_ = model(dir_);
 };
@@ -129,12 +140,31 @@ TEST_F(CheckpointCli, ShardedOptimizerStateReshardsAcrossLayouts) {
   fs::remove_all(dir_.file("ckpt"));
   const std::string save3 = ckpt("--gpus 2 --zero 3 --steps 3 --save-every 3");
   ASSERT_EQ(MpiParallax(2, save3, Streams::kStdoutOnly).exit_code, 0) << MpiParallax(2, save3);
-  const CliRun one = MpiParallax(1, ckpt("--gpus 1 --steps 6 --resume"), Streams::kStdoutOnly);
-  ASSERT_EQ(one.exit_code, 0) << one;
-  const Outcome y = parse(one);
-  ASSERT_EQ(y.losses.size(), 3u) << one;
-  for (size_t i = 0; i < 3; ++i)
-    EXPECT_NEAR(y.losses[i], w.losses[3 + i], 1e-5 * w.losses[3 + i]) << "zero 3, step " << 4 + i;
+  expect_one_rank_resumes(w, "zero 3");
+}
+
+// The distributed optimizer with expert parallelism shards the experts' moments over the ranks
+// holding the same experts: saved at dp4 ep2 (each rank a quarter of the dense state and half of
+// its experts'), resumed bit for bit in the same layout and resharded on one rank.
+TEST_F(CheckpointCli, ExpertShardedOptimizerStateResumesAndReshards) {
+  model_ = dir_.file("moe.json");
+  std::ofstream(model_) << R"({"name": "moe", "layers": 2, "hidden": 64, "heads": 4,
+    "kv_heads": 2, "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256,
+    "moe": {"experts": 4, "top_k": 2, "expert_ffn_hidden": 64, "shared_experts": 1,
+            "dense_layers": 1}})";
+  const std::string layout = "--gpus 4 --ep 2 --zero 1";
+  const CliRun whole =
+      MpiParallax(4, ckpt(layout + " --steps 6 --save-every 3"), Streams::kStdoutOnly);
+  ASSERT_EQ(whole.exit_code, 0) << whole;
+  const Outcome w = parse(whole);
+  ASSERT_EQ(w.losses.size(), 6u);
+  fs::remove_all(dir_.file("ckpt") + "/step-00000006");
+  const CliRun same = MpiParallax(4, ckpt(layout + " --steps 6 --resume"), Streams::kStdoutOnly);
+  ASSERT_EQ(same.exit_code, 0) << same;
+  const Outcome s = parse(same);
+  ASSERT_EQ(s.losses.size(), 3u) << same;
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(s.losses[i], w.losses[3 + i]) << "step " << 4 + i;
+  expect_one_rank_resumes(w, "zero 1 ep2");
 }
 
 // A rank SIGKILLed at a random step, or in the middle of a random save, loses nothing beyond the

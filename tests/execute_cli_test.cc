@@ -175,6 +175,10 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   ExpectLosses(e, 2, moe + " --gpus 2 --ep 2");
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2");
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --cp 2");
+  // The distributed optimizer: dense state over the data group, experts' over the ranks holding
+  // the same experts.
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --zero 1");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --zero 1");
 
   // A tied embedding split between the first and the last stage, interleaved.
   std::ofstream(dir.file("tied.json"))
@@ -293,6 +297,9 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   CliRun r = Parallax("execute" + model + " --gpus 2 --ep 2 --etp 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--etp: etp=2 is not executed yet")) << r;
+  r = Parallax("execute" + model + " --gpus 2 --ep 2 --zero 2 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--zero: ZeRO-2/3 with expert parallelism is not executed yet")) << r;
   r = Parallax("execute" + model + " --gpus 3 --cp 3 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--cp: 2 * cp = 6 must divide the sequence length 32")) << r;
