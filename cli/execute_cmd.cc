@@ -38,19 +38,6 @@ struct Opts {
   double fit_gib = 0;  ///< the memory --fit fits into (all ranks); 0: 80% of what is available
 };
 
-/// What this version of the executor runs: data, tensor, pipeline and context parallelism.
-Diagnostics unsupported(const ParallelPlan& p) {
-  Diagnostics d;
-  auto not_yet = [&](const char* flag, int64_t v) {
-    if (v > 1)
-      d.push_back(
-          {flag, std::string(flag + 2) + "=" + std::to_string(v) + " is not executed yet",
-           "the executor runs data, tensor, pipeline, context and expert parallelism (etp 1)"});
-  };
-  not_yet("--etp", p.etp);
-  return d;
-}
-
 /// Weights, gradients and two Adam moments in fp32, plus the activations one microbatch saves
 /// for backward (a generous per-layer count of hidden-sized and ffn-sized tensors, and the
 /// logits): a check before allocating, not a prediction.
@@ -119,6 +106,7 @@ exec::TrainOptions train_options(const Opts& o, const ParallelPlan& plan) {
   t.pp = plan.pp;
   t.cp = plan.cp;
   t.ep = plan.ep;
+  t.etp = plan.etp;
   t.vpp = plan.vpp;
   t.schedule = plan.schedule;
   t.shard_optimizer = plan.zero_stage >= 1 || plan.fsdp;
@@ -256,7 +244,7 @@ int run(const Opts& o) {
   auto resolved = resolve_run(f, /*check_layout=*/false);
   if (!resolved) return fail(resolved.errors());
   const ParallelPlan& plan = resolved->plan;
-  Diagnostics bad = unsupported(plan);
+  Diagnostics bad;
   auto shape = exec::executable_shape(resolved->model);
   if (shape && (o.fit || o.fit_gib > 0)) {
     // Halve the proportions until the ranks' shares fit this machine's memory (80% of it).

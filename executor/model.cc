@@ -124,7 +124,8 @@ class Pass {
   int64_t moe_tokens() const { return n_ * cp_.size; }
   MoeConfig moe_config() const {
     const MoeShape& m = shape_.moe;
-    return {m.experts, m.top_k, m.expert_ffn_hidden, shape_.hidden, m.aux_loss_coeff, moe_tokens()};
+    return {m.experts,     m.top_k,          m.expert_ffn_hidden / ep_.tensor,
+            shape_.hidden, m.aux_loss_coeff, moe_tokens()};
   }
   void forward_block(int64_t layer, BlockActs<T>& a);
   /// Adds the block's K and V to the cache and attends to it.
@@ -211,6 +212,9 @@ class Pass {
   // stage's load-balancing losses; the backward's weight on them; no router statistics to sum
   // without context parallelism.
   RowMatrix<T> moe_out_;
+  std::span<T> moe_out_span() {
+    return std::span<T>(moe_out_.data(), static_cast<size_t>(moe_out_.size()));
+  }
   double aux_ = 0;
   T grad_scale_ = 0;
   const std::function<void(std::span<T>)> no_stats_;
@@ -410,7 +414,10 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
     aux_ += a.moe.aux;
   }
   if (b.w_gate >= 0) forward_mlp(b, a);
-  if (b.router >= 0) h_ += moe_out_;
+  if (b.router >= 0) {
+    if (ep_.tensor > 1) ep_.tensor_all_reduce(moe_out_span());  // split experts: partial sums
+    h_ += moe_out_;
+  }
 }
 
 template <typename T>
@@ -573,11 +580,12 @@ void Pass<T>::backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> gr
         static_cast<T>(static_cast<double>(grad_scale_) * static_cast<double>(moe_tokens()));
     moe_backward<T>(moe_config(), ep_, xn_, h_, aux_weight, moe_weights(p, layout_, b),
                     moe_weights(grads, layout_, b), a.moe, moe_out_);
+    if (ep_.tensor > 1) ep_.tensor_all_reduce(moe_out_span());  // the input gradient's parts
   }
   if (b.w_gate >= 0) {
     backward_mlp(b, a, dy, grads);
     reduce_input_grad();  // each rank's MLP columns contribute to the input gradient
-    if (b.router >= 0) d_xn_ += moe_out_;  // every tp rank ran the same experts
+    if (b.router >= 0) d_xn_ += moe_out_;  // whole on every tp rank (summed above if split)
   } else {
     d_xn_ = moe_out_;
   }

@@ -134,6 +134,12 @@ struct ExpertParallel {
                      std::span<T> recv, std::span<const int64_t> recv_counts)>
       all_to_all;
   std::function<void(std::span<const int64_t> send, std::span<int64_t> recv)> all_to_all_counts;
+  /// Expert tensor parallelism (etp = tp, Megatron's default): each expert's MLP split over the
+  /// tensor-parallel ranks (gate and up by columns, down by rows), the experts' partial outputs
+  /// and the gates' partial gradients summed over them by `tensor_all_reduce`. The rank in that
+  /// group is the tensor-parallel rank. 1: every tensor-parallel rank holds its experts whole.
+  int tensor = 1;
+  std::function<void(std::span<T>)> tensor_all_reduce;
 };
 
 /// The part of the model a pipeline stage holds: blocks [first_layer, end_layer) (end_layer -1:

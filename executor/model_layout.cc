@@ -54,7 +54,11 @@ using detail::BlockSlots;
 
 // How a tensor is split: replicated over tp; column or row blocks over tp; row blocks over ep
 // (replicated over tp).
-enum class Split { kNone, kColumns, kRows, kExperts };
+/// How a tensor is cut: by tensor-parallel columns or rows, or by experts (rows, expert-major)
+/// and, under expert tensor parallelism, also by tensor-parallel columns (experts' gate and up,
+/// kExpertColumns) or rows (experts' down projection, stored width x (experts * hidden) so that
+/// both cuts are blocks, kExpertRows: the experts are then column blocks).
+enum class Split { kNone, kColumns, kRows, kExperts, kExpertColumns, kExpertRows };
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -134,6 +138,11 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, Stage
                (moe.experts == 0 || moe.experts % ep_.size == 0),
            "expert-parallel rank " << ep_.rank << " of " << ep_.size
                                    << ": ep must divide experts=" << moe.experts);
+  PX_CHECK(ep_.tensor == 1 || (ep_.tensor == tps && ep_.tensor_all_reduce && moe.experts > 0 &&
+                               width % ep_.tensor == 0),
+           "expert tensor parallelism " << ep_.tensor << " needs a MoE model, etp = tp (" << tps
+                                        << ") dividing the expert width " << width
+                                        << " and an all-reduce");
   if (stage_.end_layer < 0) stage_.end_layer = s.layers;
   PX_CHECK(
       0 <= stage_.first_layer && stage_.first_layer <= stage_.end_layer &&
@@ -164,17 +173,26 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, Stage
                  cols,
                  0,
                  0,
-                 split != kColumns && split != kRows,
-                 split == kExperts};
+                 split == kNone || (split >= kExperts && ep_.tensor == 1),
+                 split >= kExperts};
     if (split == kColumns) {
       t.cols = cols / tps;
       t.col0 = t.cols * tp_.rank;
     } else if (split == kRows) {
       t.rows = rows / tps;
       t.row0 = t.rows * tp_.rank;
-    } else if (split == kExperts) {
+    } else if (split == kExperts || split == kExpertColumns) {
       t.rows = rows / ep_.size;
       t.row0 = t.rows * ep_.rank;
+      if (split == kExpertColumns) {
+        t.cols = cols / ep_.tensor;
+        t.col0 = t.cols * (ep_.tensor > 1 ? tp_.rank : 0);
+      }
+    } else if (split == kExpertRows) {
+      t.cols = cols / ep_.size;
+      t.col0 = t.cols * ep_.rank;
+      t.rows = rows / ep_.tensor;
+      t.row0 = t.rows * (ep_.tensor > 1 ? tp_.rank : 0);
     }
     num_params_ += t.size();
     layout_.push_back(std::move(t));
@@ -199,9 +217,9 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, Stage
     } else {
       const int64_t e = moe.experts;
       b.router = add(prefix + "router", h, e, kNone, here);
-      b.experts_gate = add(prefix + "experts.w_gate", e * h, width, kExperts, here);
-      b.experts_up = add(prefix + "experts.w_up", e * h, width, kExperts, here);
-      b.experts_down = add(prefix + "experts.w_down", e * width, h, kExperts, here);
+      b.experts_gate = add(prefix + "experts.w_gate", e * h, width, kExpertColumns, here);
+      b.experts_up = add(prefix + "experts.w_up", e * h, width, kExpertColumns, here);
+      b.experts_down = add(prefix + "experts.w_down", width, e * h, kExpertRows, here);
       if (shared > 0) {
         b.w_gate = add(prefix + "shared.w_gate", h, shared, kColumns, here);
         b.w_up = add(prefix + "shared.w_up", h, shared, kColumns, here);

@@ -813,7 +813,7 @@ TEST(ModelLayout, MoeLayersHoldRouterExpertsAndSharedExperts) {
   auto dims = [&](size_t i) { return Dims(m.layout()[i].rows, m.layout()[i].cols); };
   EXPECT_EQ(dims(16), Dims(16, 4));   // router: hidden x E
   EXPECT_EQ(dims(17), Dims(64, 12));  // experts.w_gate: E hidden x width
-  EXPECT_EQ(dims(19), Dims(48, 16));  // experts.w_down: E width x hidden
+  EXPECT_EQ(dims(19), Dims(12, 64));  // experts.w_down: width x E hidden
   EXPECT_EQ(dims(20), Dims(16, 12));  // shared.w_gate: hidden x S width
   EXPECT_EQ(dims(22), Dims(12, 16));  // shared.w_down
 
@@ -834,15 +834,18 @@ TEST(ModelLayout, MoeLayersHoldRouterExpertsAndSharedExperts) {
   EXPECT_EQ(Transformer<double>(*r).num_params(), m.num_params());
 
   // Expert-parallel rank 1 of 2 holds experts 2 and 3: the second half of the expert tensors'
-  // rows; nothing else is split.
+  // rows (of w_down's columns); nothing else is split.
   const ExpertParallel<double> ep{2, 1, [](auto, auto, auto, auto) {}, [](auto, auto) {}};
   const Transformer<double> r1(shape, {}, {}, {}, ep);
   ASSERT_EQ(r1.layout().size(), m.layout().size());
   for (size_t i = 0; i < m.layout().size(); ++i) {
     const TensorSlot& s = r1.layout()[i];
     EXPECT_EQ(s.replicated, m.layout()[i].replicated) << s.name;
-    EXPECT_EQ(s.rows, s.expert ? s.full_rows / 2 : s.full_rows) << s.name;
-    EXPECT_EQ(s.row0, s.expert ? s.full_rows / 2 : 0) << s.name;
+    const bool by_cols = s.name.ends_with("experts.w_down");
+    EXPECT_EQ(s.rows, s.expert && !by_cols ? s.full_rows / 2 : s.full_rows) << s.name;
+    EXPECT_EQ(s.row0, s.expert && !by_cols ? s.full_rows / 2 : 0) << s.name;
+    EXPECT_EQ(s.cols, by_cols ? s.full_cols / 2 : s.full_cols) << s.name;
+    EXPECT_EQ(s.col0, by_cols ? s.full_cols / 2 : 0) << s.name;
   }
 }
 
@@ -908,9 +911,9 @@ TEST(MoeGradient, LoadBalancingTermMatchesFiniteDifferences) {
   with.moe.aux_loss_coeff = 1.0;
   without.moe.aux_loss_coeff = 0.0;
   const Transformer<double> m1(with), m0(without);
-  std::vector<double> p = rich_params(m1, 52);
+  std::vector<double> p = rich_params(m1, 54);
   const int64_t batch = 2, seq = 5;
-  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), with.vocab, 52);
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), with.vocab, 54);
   const Routing routed = routing<double>(m1, p, tokens, batch, seq);
   ASSERT_GT(routed.margin, kMinRoutingMargin);
   std::vector<double> g1(p.size(), 0.0), g0(p.size(), 0.0);
@@ -1038,8 +1041,9 @@ TEST(ExpertParallel, RanksReproduceTheWholeModel) {
 }
 
 // Tensor-parallel shards of a MoE model (shared experts split like the dense MLP, routed experts
-// replicated) give the whole model's loss and, for their blocks, its gradients.
-TEST(TensorParallel, MoeShardsReproduceTheWholeModel) {
+// replicated, or with expert tensor parallelism split too: gate and up by columns, down by rows)
+// give the whole model's loss and, for their blocks, its gradients.
+void ExpectMoeTensorShards(bool split_experts) {
   const ModelShape shape = moe_shape(false);
   const Transformer<double> whole(shape);
   const std::vector<double> p = rich_params(whole, 81);
@@ -1052,13 +1056,20 @@ TEST(TensorParallel, MoeShardsReproduceTheWholeModel) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      const Transformer<double> m(shape,
-                                  {2, r, [&reduce, r](std::span<double> x) { reduce(r, x); }});
+      const auto sum = [&reduce, r](std::span<double> x) { reduce(r, x); };
+      ExpertParallel<double> ep;
+      if (split_experts) {
+        ep.tensor = 2;
+        ep.tensor_all_reduce = sum;
+      }
+      const Transformer<double> m(shape, {2, r, sum}, StageRange{}, {}, ep);
       for (const TensorSlot& s : m.layout()) {
         const bool split = s.name.find("shared.") != std::string::npos || s.name.ends_with(".wq") ||
                            s.name.ends_with(".wk") || s.name.ends_with(".wv") ||
-                           s.name.ends_with(".wo") || s.name.starts_with("layers.0.w_");
+                           s.name.ends_with(".wo") || s.name.starts_with("layers.0.w_") ||
+                           (split_experts && s.expert);
         EXPECT_EQ(s.replicated, !split) << s.name;
+        if (split_experts && s.expert) EXPECT_EQ(s.size() * 2, s.full_rows * s.full_cols) << s.name;
       }
       std::vector<double> gs(static_cast<size_t>(m.num_params()), 0.0);
       losses[r] = m.loss_and_grad(pick_blocks(m, whole, p), tokens, batch, seq, 0.5, gs);
@@ -1071,6 +1082,10 @@ TEST(TensorParallel, MoeShardsReproduceTheWholeModel) {
     EXPECT_LT(errors[r], 1e-12) << "rank " << r;
   }
 }
+
+TEST(TensorParallel, MoeShardsReproduceTheWholeModel) { ExpectMoeTensorShards(false); }
+
+TEST(TensorParallel, SplitExpertsReproduceTheWholeModel) { ExpectMoeTensorShards(true); }
 
 // Two stages of a model whose layers are both MoE: the head's cross-entropy plus each stage's
 // aux() is the whole model's objective, and the gradients (the first stage's load-balancing

@@ -181,8 +181,7 @@ void moe_forward(const MoeConfig& c, const ExpertParallel<T>& ep,
     const int64_t r0 = a.expert_rows[static_cast<size_t>(l)];
     const int64_t rows = a.expert_rows[static_cast<size_t>(l + 1)] - r0;
     if (rows == 0) continue;
-    y.middleRows(r0, rows).noalias() =
-        act.middleRows(r0, rows) * w.down.middleRows(l * width, width);
+    y.middleRows(r0, rows).noalias() = act.middleRows(r0, rows) * w.down.middleCols(l * h, h);
   }
 
   // Combine: the outputs back to their tokens' ranks (the reverse exchange), then gated sums.
@@ -214,6 +213,9 @@ void moe_backward(const MoeConfig& c, const ExpertParallel<T>& ep, const ops::Co
   }
   for (int64_t slot = 0; slot < n * k; ++slot)
     d_gates(slot / k, slot % k) = dout.row(slot / k).dot(a.y.row(slot));
+  // Split experts give partial outputs, hence partial gate gradients: summed over the group.
+  if (ep.tensor > 1)
+    ep.tensor_all_reduce(std::span<T>(d_gates.data(), static_cast<size_t>(d_gates.size())));
   const RowMatrix<T> dy =
       to_expert_major(ep, all_to_all_rows(ep, std::move(send), a.send_rows, a.recv_rows), a.perm);
 
@@ -226,10 +228,10 @@ void moe_backward(const MoeConfig& c, const ExpertParallel<T>& ep, const ops::Co
     const int64_t r0 = a.expert_rows[static_cast<size_t>(l)];
     const int64_t rows = a.expert_rows[static_cast<size_t>(l + 1)] - r0;
     if (rows == 0) continue;
-    g.down.middleRows(l * width, width).noalias() +=
+    g.down.middleCols(l * h, h).noalias() +=
         act.middleRows(r0, rows).transpose() * dy.middleRows(r0, rows);
     d_act.middleRows(r0, rows).noalias() =
-        dy.middleRows(r0, rows) * w.down.middleRows(l * width, width).transpose();
+        dy.middleRows(r0, rows) * w.down.middleCols(l * h, h).transpose();
   }
   d_gate.setZero();
   d_up.setZero();
@@ -273,6 +275,9 @@ void moe_backward(const MoeConfig& c, const ExpertParallel<T>& ep, const ops::Co
   }
   g.router.noalias() += xn.transpose() * dz;
   dxn.noalias() = dz * w.router.transpose();
+  // Under expert tensor parallelism the caller sums dxn over the group (the experts' part is
+  // partial): each rank carries its share of the router's part, which every rank has whole.
+  if (ep.tensor > 1) dxn *= static_cast<T>(1.0 / ep.tensor);
   for (size_t i = 0; i < a.order.size(); ++i)
     dxn.row(a.order[i] / k) += back.row(static_cast<int64_t>(i));
 }

@@ -36,7 +36,7 @@ struct Layer {
     fill(router, h, e, 1.0);
     fill(gate, e * h, w, std::sqrt(3.0 / h));
     fill(up, e * h, w, std::sqrt(3.0 / h));
-    fill(down, e * w, h, std::sqrt(3.0 / w));
+    fill(down, w, e * h, std::sqrt(3.0 / w));  // width x (experts * hidden)
   }
   MoeWeights<ConstMatrixMap<double>> weights() const {
     auto map = [](const RowMatrix<double>& m) {
@@ -80,7 +80,7 @@ TEST(MoeLayer, MatchesAPerTokenReference) {
       const Eigen::RowVectorXd hu = layer.xn.row(t) * layer.up.middleRows(e * c.hidden, c.hidden);
       Eigen::RowVectorXd act(c.width);
       for (int64_t i = 0; i < c.width; ++i) act(i) = silu(hg(i)) * hu(i);
-      want += g * act * layer.down.middleRows(e * c.width, c.width);
+      want += g * act * layer.down.middleCols(e * c.hidden, c.hidden);
       count[e] += 1;
     }
     for (int64_t e = 0; e < c.experts; ++e) prob_sum[e] += p(e);
@@ -137,7 +137,7 @@ TEST(MoeLayer, GradientMatchesFiniteDifferences) {
   RowMatrix<double> g_router = RowMatrix<double>::Zero(c.hidden, c.experts),
                     g_gate = RowMatrix<double>::Zero(layer.gate.rows(), c.width),
                     g_up = RowMatrix<double>::Zero(layer.up.rows(), c.width),
-                    g_down = RowMatrix<double>::Zero(layer.down.rows(), c.hidden),
+                    g_down = RowMatrix<double>::Zero(c.width, layer.down.cols()),
                     dxn(c.tokens, c.hidden);
   auto map = [](RowMatrix<double>& m) { return MatrixMap<double>(m.data(), m.rows(), m.cols()); };
   moe_backward<double>(c, ExpertParallel<double>{}, layer.xn, r, aux_weight, layer.weights(),

@@ -90,6 +90,16 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
     d.push_back({"--zero",
                  "ZeRO-2/3 with a tied embedding split across pipeline stages is not executed yet",
                  "--zero 1, or an untied model"});
+  if (o.etp != 1 && o.etp != o.tp)
+    d.push_back({"--etp",
+                 "etp=" + std::to_string(o.etp) + " must be 1 or tp=" + std::to_string(o.tp),
+                 "each expert whole on every tp rank (1) or split over the tp ranks (tp)"});
+  else if (o.etp > 1 && (shape.moe.experts == 0 || shape.moe.expert_ffn_hidden % o.etp != 0))
+    d.push_back({"--etp",
+                 "etp=" + std::to_string(o.etp) + " splits the experts: it needs a MoE model " +
+                     "whose expert width (" + std::to_string(shape.moe.expert_ffn_hidden) +
+                     ") it divides",
+                 "--etp 1"});
   if (o.ep > 1 && o.shard_gradients)
     d.push_back({"--zero", "ZeRO-2/3 with expert parallelism is not executed yet",
                  "--zero 1 (the distributed optimizer) or 0 with --ep"});
@@ -232,7 +242,8 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                               if (comm_errors.empty()) comm_errors = cp_group.all_reduce_sum(x);
                             }};
   cp.balanced = true;  // Megatron's two-chunk split
-  ExpertParallel<float> ep{o.ep, ep_group.rank(),
+  ExpertParallel<float> ep{o.ep,
+                           ep_group.rank(),
                            [&](std::span<const float> send, std::span<const int64_t> sc,
                                std::span<float> recv, std::span<const int64_t> rc) {
                              if (comm_errors.empty())
@@ -240,6 +251,10 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                            },
                            [&](std::span<const int64_t> send, std::span<int64_t> recv) {
                              if (comm_errors.empty()) comm_errors = ep_group.all_to_all(send, recv);
+                           },
+                           o.etp,
+                           [&](std::span<float> x) {
+                             if (comm_errors.empty()) comm_errors = tp_group.all_reduce_sum(x);
                            }};
   // This rank's model chunks: chunk c is virtual stage c * pp + me.pp (Megatron's interleaving),
   // its parameters at offsets[c] of one flat buffer.

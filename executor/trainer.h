@@ -36,6 +36,7 @@ struct TrainOptions {
   int pp = 1;   ///< pipeline stages; dp = group size / (tp * cp * pp)
   int cp = 1;   ///< context-parallel ranks, each with seq / cp positions
   int ep = 1;   ///< expert-parallel ranks (MoE), folded over the dp x cp ranks
+  int etp = 1;  ///< expert tensor parallelism: 1, or tp (each expert split over the tp ranks)
   int vpp = 1;  ///< model chunks per pipeline rank (interleaved schedule)
   ScheduleKind schedule = ScheduleKind::k1F1B;  ///< 1F1B or interleaved 1F1B
   /// ZeRO-1 (distributed optimizer): each rank keeps 1/dp of the AdamW state and updates that

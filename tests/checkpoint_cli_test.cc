@@ -165,6 +165,11 @@ TEST_F(CheckpointCli, ExpertShardedOptimizerStateResumesAndReshards) {
   ASSERT_EQ(s.losses.size(), 3u) << same;
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(s.losses[i], w.losses[3 + i]) << "step " << 4 + i;
   expect_one_rank_resumes(w, "zero 1 ep2");
+  // Saved with each expert split over the tp ranks (gate and up by columns, down by rows).
+  fs::remove_all(dir_.file("ckpt"));
+  const std::string etp = ckpt("--gpus 4 --ep 2 --tp 2 --etp 2 --steps 3 --save-every 3");
+  ASSERT_EQ(MpiParallax(4, etp, Streams::kStdoutOnly).exit_code, 0) << MpiParallax(4, etp);
+  expect_one_rank_resumes(w, "etp 2");
 }
 
 // A rank SIGKILLed at a random step, or in the middle of a random save, loses nothing beyond the

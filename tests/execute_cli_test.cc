@@ -179,6 +179,9 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   // the same experts.
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --zero 1");
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --zero 1");
+  // Expert tensor parallelism: each expert split over the tp ranks.
+  ExpectLosses(e, 2, moe + " --gpus 2 --tp 2 --etp 2");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --etp 2 --zero 1");
 
   // A tied embedding split between the first and the last stage, interleaved.
   std::ofstream(dir.file("tied.json"))
@@ -296,7 +299,7 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   const std::string model = " --model " + Quote(tiny_model(dir));
   CliRun r = Parallax("execute" + model + " --gpus 2 --ep 2 --etp 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "--etp: etp=2 is not executed yet")) << r;
+  EXPECT_TRUE(Has(r, "--etp: etp=2 must be 1 or tp=1")) << r;
   r = Parallax("execute" + model + " --gpus 2 --ep 2 --zero 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--zero: ZeRO-2/3 with expert parallelism is not executed yet")) << r;
