@@ -93,7 +93,12 @@ class Pass {
   /// scaled by grad_scale, and the output layer's (or tied embedding's) gradient.
   double head(T grad_scale, std::span<T> grads, std::span<double> row_losses);
   /// batch * full_seq * the stage's load-balancing losses on cp rank 0, else 0 (after forward).
-  double aux() const { return cp_.rank == 0 ? static_cast<double>(moe_tokens()) * aux_ : 0.0; }
+  // Every context-parallel (and, under sequence parallelism, tensor-parallel) rank computes the
+  // same load-balancing term from the summed statistics: the first one counts it.
+  double aux() const {
+    return cp_.rank == 0 && (!sp_ || tp_.rank == 0) ? static_cast<double>(moe_tokens()) * aux_
+                                                    : 0.0;
+  }
   /// From the final norm (head() must have run with grads) or from `d_output` down to the
   /// embedding or the stage's input.
   void backward(std::span<T> grads, std::span<const T> d_output = {});
@@ -218,6 +223,11 @@ class Pass {
   double aux_ = 0;
   T grad_scale_ = 0;
   const std::function<void(std::span<T>)> no_stats_;
+  /// Under sequence parallelism: the router statistics summed over tp, then over cp.
+  const std::function<void(std::span<T>)> sp_stats_ = [this](std::span<T> x) {
+    tp_.all_reduce(x);
+    if (cp_.size > 1) cp_.all_reduce(x);
+  };
 };
 
 template <typename T>
@@ -299,7 +309,7 @@ Pass<T>::Pass(const Transformer<T>& model, const PassInput<T>& in)
   if (sp_) xs_.resize(rows_, h);
   if (std::any_of(blocks_.begin(), blocks_.end(),
                   [](const BlockSlots& b) { return b.router >= 0; }))
-    moe_out_.resize(n_, h);
+    moe_out_.resize(rows_, h);  // the rank's own rows (all n_ rows without sequence parallelism)
   if (cp_.size > 1) {
     for (RowMatrix<T>* m : {&k_all_, &v_all_, &cp_buf_}) m->resize(n_ * cp_.size, kv_cols);
     if (in.train)
@@ -408,9 +418,12 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
 
   if (in_.train) a.x_mlp = h_;
   norm_all_rows(h_, b.mlp_norm, a.rstd_mlp);
-  if (b.router >= 0) {  // every tp rank runs its ep rank's experts alike: no tp reduction
-    const auto& stats = cp_.size > 1 ? cp_.all_reduce : no_stats_;
-    moe_forward<T>(moe_config(), ep_, stats, xn_, moe_weights(p, layout_, b), a.moe, moe_out_);
+  if (b.router >= 0) {
+    // Without sequence parallelism every tp rank runs its ep rank's experts on the same rows;
+    // with it, each on its own rows (the router statistics then summed over tp as well).
+    const auto& stats = sp_ ? sp_stats_ : cp_.size > 1 ? cp_.all_reduce : no_stats_;
+    moe_forward<T>(moe_config(), ep_, stats, sp_ ? xs_ : xn_, moe_weights(p, layout_, b), a.moe,
+                   moe_out_);
     aux_ += a.moe.aux;
   }
   if (b.w_gate >= 0) forward_mlp(b, a);
@@ -578,16 +591,17 @@ void Pass<T>::backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> gr
     // backward is scaled by grad_scale throughout.
     const auto aux_weight =
         static_cast<T>(static_cast<double>(grad_scale_) * static_cast<double>(moe_tokens()));
-    moe_backward<T>(moe_config(), ep_, xn_, h_, aux_weight, moe_weights(p, layout_, b),
+    // h_ is the stream gradient of the rank's rows: all of them without sequence parallelism.
+    moe_backward<T>(moe_config(), ep_, sp_ ? xs_ : xn_, h_, aux_weight, moe_weights(p, layout_, b),
                     moe_weights(grads, layout_, b), a.moe, moe_out_);
     if (ep_.tensor > 1) ep_.tensor_all_reduce(moe_out_span());  // the input gradient's parts
   }
   if (b.w_gate >= 0) {
     backward_mlp(b, a, dy, grads);
     reduce_input_grad();  // each rank's MLP columns contribute to the input gradient
-    if (b.router >= 0) d_xn_ += moe_out_;  // whole on every tp rank (summed above if split)
+    if (b.router >= 0) rows_grad() += moe_out_;  // the rank's rows (summed above if split)
   } else {
-    d_xn_ = moe_out_;
+    rows_grad() = moe_out_;
   }
   ops::rms_norm_backward<T>(a.x_mlp, vec(p, at(b.mlp_norm)), a.rstd_mlp, rows_grad(), h_,
                             vec(grads, at(b.mlp_norm)));

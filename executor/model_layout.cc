@@ -156,8 +156,8 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, Stage
            "expert parallelism needs an all-to-all and an all-to-all of counts");
   PX_CHECK(!tp_.sequence_parallel || tps == 1 || (tp_.all_gather && tp_.reduce_scatter),
            "sequence parallelism needs an all-gather and a reduce-scatter");
-  PX_CHECK(!tp_.sequence_parallel || moe.experts == 0,
-           "sequence parallelism of MoE layers is not executed");
+  PX_CHECK(!tp_.sequence_parallel || moe.experts == 0 || ep_.tensor == 1,
+           "sequence parallelism of MoE layers with split experts (etp > 1) is not executed");
 
   using enum Split;
   int64_t index = 0;  // in the whole model's layout

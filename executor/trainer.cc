@@ -112,9 +112,9 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
                      " and ffn_hidden=" + std::to_string(shape.ffn_hidden),
                  "each tensor-parallel rank holds whole KV heads and an equal MLP share"});
   if (o.sequence_parallel && o.tp > 1) {
-    if (shape.moe.experts > 0)
-      d.push_back({"--sp", "sequence parallelism with MoE layers is not executed yet",
-                   "--sp 0 for a MoE model"});
+    if (shape.moe.experts > 0 && o.etp > 1)
+      d.push_back({"--sp", "sequence parallelism with split experts (etp > 1) is not executed yet",
+                   "--etp 1 with --sp 1, or --sp 0"});
     if (o.cp >= 1 && o.seq % o.cp == 0 && (o.micro_batch * (o.seq / o.cp)) % o.tp != 0)
       d.push_back({"--sp",
                    "tp=" + std::to_string(o.tp) + " must divide a microbatch's " +

@@ -182,6 +182,10 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   // Expert tensor parallelism: each expert split over the tp ranks.
   ExpectLosses(e, 2, moe + " --gpus 2 --tp 2 --etp 2");
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --etp 2 --zero 1");
+  // Sequence parallelism: each tp rank routes its own rows (the router statistics summed over
+  // tp), as Megatron requires for MoE with tp.
+  ExpectLosses(e, 2, moe + " --gpus 2 --tp 2 --sp 1");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --sp 1 --zero 1");
 
   // A tied embedding split between the first and the last stage, interleaved.
   std::ofstream(dir.file("tied.json"))
@@ -303,6 +307,15 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   r = Parallax("execute" + model + " --gpus 2 --ep 2 --zero 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--zero: ZeRO-2/3 with expert parallelism is not executed yet")) << r;
+  std::ofstream(dir.file("moe.json"))
+      << R"({"name": "moe", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
+             "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256,
+             "moe": {"experts": 4, "top_k": 2, "expert_ffn_hidden": 64, "dense_layers": 1}})";
+  r = Parallax("execute --model " + Quote(dir.file("moe.json")) +
+               " --gpus 2 --tp 2 --etp 2 --sp 1 --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "--sp: sequence parallelism with split experts (etp > 1) is not executed yet"))
+      << r;
   r = Parallax("execute" + model + " --gpus 3 --cp 3 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--cp: 2 * cp = 6 must divide the sequence length 32")) << r;
