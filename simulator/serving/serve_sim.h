@@ -101,8 +101,9 @@ struct ServeResult {
   double output_tokens_per_s = 0;
   double total_tokens_per_s = 0;  ///< (prompt + output tokens) / duration
   Stats ttft_s, tpot_s, itl_s, e2e_s, queue_s;
-  /// KV blocks used / num_gpu_blocks: mean weighted by step duration over every step of every
-  /// replica (a plain mean when all steps cost 0), and the maximum over steps.
+  /// KV blocks used / num_gpu_blocks: mean weighted by step duration (a pipelined step: its mean
+  /// stage time) over every step of every replica (a plain mean when all steps cost 0), and the
+  /// maximum over steps.
   double kv_utilization_mean = 0, kv_utilization_max = 0;
   int64_t preemptions = 0;  ///< total over requests
   int64_t iterations = 0;   ///< steps, all replicas
