@@ -372,6 +372,9 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--chunked-prefill", o->chunked_prefill, "1/0: split long prompts over steps");
   cmd->add_option("--long-prefill-token-threshold", o->long_prefill,
                   "tokens a prefill may compute in one step (0: no cap)");
+  cmd->add_flag("--two-batch-overlap", o->engine.two_batch_overlap,
+                "with --ep tp*dp: each step as two micro-batches, one's all-to-alls overlapping "
+                "the other's compute (vLLM --enable-dbo, SGLang --enable-two-batch-overlap)");
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
                 "turn off automatic prefix caching (vLLM V1 and SGLang have it on)");
   cmd->add_option("--prefix-len", o->prefix_len,

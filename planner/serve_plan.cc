@@ -59,8 +59,8 @@ Prune prune_of(const Diagnostics& d) {
 /// Total order for ties: the layout, the P/D split (colocated first), then the engine limits.
 auto layout_key(const ServeCandidate& c) {
   const Deployment& d = c.deployment;
-  return std::make_tuple(d.tp, d.pp, d.dp, d.ep, c.engine.prefill_replicas, d.max_num_seqs,
-                         d.max_num_batched_tokens);
+  return std::make_tuple(d.tp, d.pp, d.dp, d.ep, d.two_batch_overlap, c.engine.prefill_replicas,
+                         d.max_num_seqs, d.max_num_batched_tokens);
 }
 
 bool ranked_before(const ServeCandidate& a, const ServeCandidate& b) {
@@ -149,20 +149,24 @@ Space enumerate(const ServePlanRequest& r) {
       if (r.model.moe && pp == 1 && dp > 1 && r.model.moe->experts % (tp * dp) == 0)
         eps.push_back(tp * dp);
       for (int ep : eps)
-        for (int64_t seqs : r.max_num_seqs_grid)
-          for (int64_t tokens : r.max_num_batched_tokens_grid) {
-            Deployment d;
-            d.tp = tp;
-            d.pp = pp;
-            d.dp = r.gpus / (tp * pp);
-            d.ep = ep;
-            d.precision = r.precision;
-            d.gpu_memory_utilization = r.gpu_memory_utilization;
-            d.block_size = r.block_size;
-            d.max_num_seqs = seqs;
-            d.max_num_batched_tokens = tokens;
-            consider(r, d, &s);
-          }
+        for (const bool tbo : {false, true})
+          for (int64_t seqs : r.max_num_seqs_grid)
+            for (int64_t tokens : r.max_num_batched_tokens_grid) {
+              // Two-batch overlap only where there are all-to-alls to overlap (wide ep).
+              if (tbo && ep <= tp) continue;
+              Deployment d;
+              d.tp = tp;
+              d.pp = pp;
+              d.dp = r.gpus / (tp * pp);
+              d.ep = ep;
+              d.two_batch_overlap = tbo;
+              d.precision = r.precision;
+              d.gpu_memory_utilization = r.gpu_memory_utilization;
+              d.block_size = r.block_size;
+              d.max_num_seqs = seqs;
+              d.max_num_batched_tokens = tokens;
+              consider(r, d, &s);
+            }
     }
   }
   return s;
@@ -413,6 +417,7 @@ std::string deployment_label(const Deployment& d, int prefill_replicas) {
   std::string s =
       "tp" + std::to_string(d.tp) + " pp" + std::to_string(d.pp) + " dp" + std::to_string(d.dp);
   if (d.ep > 1) s += " ep" + std::to_string(d.ep);
+  if (d.two_batch_overlap) s += " tbo";
   if (prefill_replicas > 0)
     s += " pd" + std::to_string(prefill_replicas) + ":" + std::to_string(d.dp - prefill_replicas);
   return s;

@@ -77,7 +77,7 @@ TEST(ServePlan, TriesWideExpertParallelismForAMoeModel) {
     EXPECT_EQ(c.engine.prefill_replicas, 0) << deployment_label(c.deployment);
     EXPECT_GT(c.output_tokens_per_s, 0);
   }
-  EXPECT_EQ(wide, 2);  // tp1 dp4 ep4 and tp2 dp2 ep4
+  EXPECT_EQ(wide, 4);  // tp1 dp4 ep4 and tp2 dp2 ep4, each with and without two-batch overlap
 }
 
 TEST(ServePlan, FindsACandidateThatMeetsTheSlo) {

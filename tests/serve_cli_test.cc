@@ -121,6 +121,13 @@ TEST(ServeCli, WideExpertParallelismStepsTheReplicasTogether) {
   EXPECT_EQ(j["deployment"]["ep"], 8);
   EXPECT_EQ(j["deployment"]["dp"], 4);
   EXPECT_GT(j["throughput_tokens_per_s"].get<double>(), 0);
+  // Two-batch overlap: the all-to-alls behind the other micro-batch's compute.
+  const CliRun tbo = Parallax(
+      "serve --model qwen3-30b-a3b --gpus 8 --tp 2 --ep 8 --requests 100 --rate 20 --format json "
+      "--two-batch-overlap",
+      Streams::kStdoutOnly);
+  ASSERT_EQ(tbo.exit_code, 0) << tbo;
+  EXPECT_GT(ParseOrFail(tbo.out, "serve")["throughput_tokens_per_s"].get<double>(), 0);
   const CliRun pd = Parallax("serve --model qwen3-30b-a3b --gpus 8 --tp 2 --ep 8 --pd 2:2");
   EXPECT_EQ(pd.exit_code, 2) << pd;
   EXPECT_TRUE(Has(pd, "--pd: disaggregating replicas whose experts are spread over all of them"))

@@ -110,6 +110,14 @@ TEST(ServeLaunch, WideExpertParallelismInEachEngine) {
   EXPECT_TRUE(has(*g, "--enable-dp-attention")) << *g;
   EXPECT_TRUE(has(*g, "--ep-size 8")) << *g;
   EXPECT_TRUE(has(*g, "as parallax simulated it")) << *g;
+  d.two_batch_overlap = true;
+  v = emit_vllm(zoo("qwen3-30b-a3b"), d, {.gpus = 8});
+  ASSERT_TRUE(v.ok()) << v.error_text();
+  EXPECT_TRUE(has(*v, "--enable-dbo")) << *v;
+  EXPECT_TRUE(has(*v, "--all2all-backend deepep_low_latency")) << *v;
+  g = emit_sglang(zoo("qwen3-30b-a3b"), d, {.gpus = 8});
+  ASSERT_TRUE(g.ok()) << g.error_text();
+  EXPECT_TRUE(has(*g, "--enable-two-batch-overlap")) << *g;
 }
 
 TEST(ServeLaunch, VllmRefusesEachRuleWithItsReason) {

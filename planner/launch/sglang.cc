@@ -39,6 +39,7 @@ std::vector<std::string> sglang_flags(const serving::Deployment& d, const ServeE
   if (d.dp > 1) lines.push_back(flag("--dp-size", d.dp));
   if (s.sglang_dp_attention) lines.push_back("--enable-dp-attention");
   if (d.ep > 1) lines.push_back(flag("--ep-size", d.ep));
+  if (d.two_batch_overlap) lines.push_back("--enable-two-batch-overlap");
   lines.push_back(flag("--max-running-requests", d.max_num_seqs));
   lines.push_back(flag("--chunked-prefill-size",
                        s.enable_chunked_prefill ? d.max_num_batched_tokens : int64_t{-1}));
@@ -75,6 +76,10 @@ std::vector<std::string> sglang_notes(const ModelSpec& m, const serving::Deploym
     notes.push_back(
         "with --enable-dp-attention SGLang divides --chunked-prefill-size by "
         "--dp-size.");
+  if (d.two_batch_overlap)
+    notes.push_back(
+        "--enable-two-batch-overlap runs with DeepEP's all-to-alls: add --moe-a2a-backend "
+        "deepep.");
   notes.push_back(
       "--mem-fraction-static is the share of HBM for weights and KV cache; "
       "parallax sized the KV cache as vLLM's --gpu-memory-utilization does.");
@@ -140,7 +145,12 @@ Diagnostics check_sglang(const ModelSpec& m, const serving::Deployment& d,
                          const ServeEngineSettings& s) {
   // With DP attention the dp groups live inside the tp ranks: the GPUs are tp * pp.
   serving::Deployment structural = d;
-  if (s.sglang_dp_attention) structural.dp = 1;
+  // With DP attention one server's tp ranks are every GPU: its experts span them all, what the
+  // simulator calls wide ep (so two-batch overlap has its all-to-alls).
+  if (s.sglang_dp_attention) {
+    structural.dp = 1;
+    structural.two_batch_overlap = false;
+  }
   Diagnostics out;
   for (Diagnostic& g : serving::check_deployment(m, structural, s.gpus))
     // max_num_batched_tokens >= max_num_seqs is vLLM's rule: SGLang's chunked prefill size

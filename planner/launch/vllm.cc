@@ -127,6 +127,10 @@ std::vector<std::string> vllm_notes(const ModelSpec& m, const serving::Deploymen
     notes.push_back("parallax knows no Hugging Face repository for '" + m.name +
                     "': replace it with the model's path or repository id.");
   replica_notes(m, d, &notes);
+  if (d.two_batch_overlap)
+    notes.push_back(
+        "--enable-dbo (dual-batch overlap) runs with DeepEP: add --all2all-backend "
+        "deepep_low_latency for decode-heavy load or deepep_high_throughput for prefill-heavy.");
   return notes;
 }
 
@@ -136,6 +140,7 @@ std::vector<std::string> vllm_flags(const serving::Deployment& d, const ServeEng
   lines.push_back(flag("--pipeline-parallel-size", d.pp));
   if (d.dp > 1) lines.push_back(flag("--data-parallel-size", d.dp));
   if (d.ep > 1) lines.push_back("--enable-expert-parallel");
+  if (d.two_batch_overlap) lines.push_back("--enable-dbo");
   lines.push_back(flag("--max-num-seqs", d.max_num_seqs));
   lines.push_back(flag("--max-num-batched-tokens", d.max_num_batched_tokens));
   lines.push_back(s.enable_chunked_prefill ? "--enable-chunked-prefill"

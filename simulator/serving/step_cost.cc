@@ -97,6 +97,12 @@ Diagnostics check_deployment(const ModelSpec& m, const Deployment& d, int gpus) 
           "expert parallelism spreads each replica's experts over its tensor-parallel ranks, "
           "or with ep = tp*dp over every replica");
   }
+  if (d.two_batch_overlap && !d.wide_ep())
+    bad("--two-batch-overlap",
+        "overlaps the experts' all-to-alls, which only run with the experts spread over every "
+        "replica (ep = tp*dp), got ep=" +
+            std::to_string(d.ep) + " tp=" + std::to_string(d.tp) + " dp=" + std::to_string(d.dp),
+        "--ep " + std::to_string(d.tp * d.dp) + " --pp 1, or leave it out");
   if (m.moe && !d.wide_ep() && m.moe->expert_ffn_hidden % (d.tp / std::max(1, d.ep)) != 0)
     bad("--tp", "tp/ep=" + std::to_string(d.tp / std::max(1, d.ep)) +
                     " must divide the expert width " + std::to_string(m.moe->expert_ffn_hidden));
@@ -333,21 +339,46 @@ double StepCost::lockstep_time_s(const std::vector<StepShape>& shapes) const {
   PX_CHECK(d_.wide_ep() && d_.pp == 1 && static_cast<int>(shapes.size()) == d_.dp,
            "StepCost::lockstep_time_s: " << shapes.size() << " shapes for dp=" << d_.dp
                                          << " ep=" << d_.ep << " pp=" << d_.pp);
+  auto own = [&](const StepShape& s) {
+    const Priced q = price(s, /*routed=*/false);
+    return dense_layers_ * q.dense.total() + moe_layers_ * q.moe.total() + q.embed.total() +
+           q.head.total();
+  };
   double slowest = 0, tokens = 0, most = 0;
   for (const StepShape& s : shapes) {
-    const Priced q = price(s, /*routed=*/false);
-    const double own = dense_layers_ * q.dense.total() + moe_layers_ * q.moe.total() +
-                       q.embed.total() + q.head.total();
-    slowest = std::max(slowest, own);
     const auto t = static_cast<double>(s.tokens());
     tokens += t;
     most = std::max(most, t);
+    if (!d_.two_batch_overlap) {
+      slowest = std::max(slowest, own(s));
+      continue;
+    }
+    // Two micro-batches, each about half the sequences, run one after the other.
+    StepShape half[2];
+    for (size_t i = 0; i < s.prefills.size(); ++i) half[i % 2].prefills.push_back(s.prefills[i]);
+    half[0].decodes = (s.decodes + 1) / 2;
+    half[1].decodes = s.decodes - half[0].decodes;
+    const double per_decode = s.decodes > 0 ? s.decode_context / static_cast<double>(s.decodes) : 0;
+    for (StepShape& x : half) x.decode_context = per_decode * static_cast<double>(x.decodes);
+    half[0].sampled = (s.sampled + 1) / 2;
+    half[1].sampled = s.sampled - half[0].sampled;
+    slowest = std::max(slowest, own(half[0]) + own(half[1]));
   }
   if (tokens <= 0 || moe_layers_ == 0) return slowest;
-  // The all-to-alls wait for the replica with the most tokens.
-  Parts routed;
-  routed_experts(tokens, most, &routed);
-  return slowest + moe_layers_ * routed.total();
+  if (!d_.two_batch_overlap) {
+    // The all-to-alls wait for the replica with the most tokens.
+    Parts routed;
+    routed_experts(tokens, most, &routed);
+    return slowest + moe_layers_ * routed.total();
+  }
+  // Two-batch overlap (vLLM's DBO, SGLang's TBO): one micro-batch's dispatch and combine run
+  // while the other computes, so the step is the longer of all the compute and all the
+  // all-to-alls, plus the shorter one's share of one layer (the pipeline's fill).
+  Parts half;
+  routed_experts(tokens / 2, most / 2, &half);
+  const double compute = slowest + 2 * moe_layers_ * (half.total() - half.comm_s);
+  const double comm = 2 * moe_layers_ * half.comm_s;
+  return std::max(compute, comm) + std::min(compute, comm) / (2 * moe_layers_);
 }
 
 void StepCost::layer(const StepShape& s, bool moe, bool routed, Parts* p) const {

@@ -40,6 +40,9 @@ struct Deployment {
   int64_t max_num_seqs = 256;              ///< --max-num-seqs
   int64_t max_num_batched_tokens = 8192;   ///< --max-num-batched-tokens
   bool enable_prefix_caching = true;       ///< --enable-prefix-caching (vLLM V1's default)
+  /// Wide ep only: each step as two micro-batches whose all-to-alls overlap the other's compute
+  /// (vLLM's --enable-dbo, SGLang's --enable-two-batch-overlap).
+  bool two_batch_overlap = false;
   int gpus() const { return tp * pp * dp; }
   /// Experts spread over every replica (ep = tp * dp > tp): the replicas step together.
   bool wide_ep() const { return ep > tp; }
@@ -112,7 +115,9 @@ class StepCost {
   /// empty when it has nothing to run). Each replica's attention, dense layers, router, shared
   /// experts, embedding and head on its own tokens, the slowest replica setting the pace (every
   /// MoE layer waits for all), plus every MoE layer's routed experts over the tokens of all
-  /// replicas and the all-to-alls that dispatch and combine them.
+  /// replicas and the all-to-alls that dispatch and combine them. With two-batch overlap each
+  /// replica runs its step as two micro-batches (half the sequences each) and the step is the
+  /// longer of the compute and the all-to-alls, plus the shorter's share of one layer.
   double lockstep_time_s(const std::vector<StepShape>& shapes) const;
 
  private:

@@ -192,11 +192,44 @@ TEST(Deployment, WideExpertParallelismSpansEveryReplica) {
   const Diagnostics e = check_deployment(q, d, 8);
   ASSERT_FALSE(e.empty());
   EXPECT_EQ(e.front().where, "--ep");
-  EXPECT_NE(e.front().str().find("must be tp*dp=4 with pp=1"), std::string::npos) << e.front().str();
+  EXPECT_NE(e.front().str().find("must be tp*dp=4 with pp=1"), std::string::npos)
+      << e.front().str();
   d = Deployment{};
   d.tp = 4;
   d.ep = 8;  // dp 1: nothing to spread over
   EXPECT_EQ(check_deployment(q, d, 4).at(0).where, "--ep");
+}
+
+// Two-batch overlap hides the all-to-alls behind the other micro-batch's compute: across two
+// nodes (DeepSeek-V3 on 16 H200, tp1 dp16 ep16) a step of 2048-token prefill chunks is shorter
+// with it. A small decode step is longer: each micro-batch reads the weights again, which is
+// why the engines enable it only above a token threshold. It needs wide ep.
+TEST(StepCost, TwoBatchOverlapHidesTheAllToAlls) {
+  const ModelSpec m = zoo("deepseek-v3");
+  const HwProfile hw = find_profile(builtin_profiles().value(), "h200-sxm-141gb", "t").value();
+  Deployment d;
+  d.tp = 1;
+  d.dp = 16;
+  d.ep = 16;
+  d.precision = Precision::kFp8;
+  StepShape chunks;
+  chunks.prefills = {{1024, 0}, {1024, 2048}};
+  chunks.sampled = 2;
+  const std::vector<StepShape> prefill(16, chunks), decode(16, decode_step(64, 2048));
+  Deployment overlapped = d;
+  overlapped.two_batch_overlap = true;
+  const StepCost plain(m, hw, d), tbo(m, hw, overlapped);
+  EXPECT_LT(tbo.lockstep_time_s(prefill), plain.lockstep_time_s(prefill));
+  EXPECT_GT(tbo.lockstep_time_s(prefill), 0.5 * plain.lockstep_time_s(prefill));
+  EXPECT_GT(tbo.lockstep_time_s(decode), plain.lockstep_time_s(decode));
+  Deployment narrow;
+  narrow.tp = 8;
+  narrow.dp = 2;
+  narrow.ep = 8;
+  narrow.two_batch_overlap = true;
+  const Diagnostics e = check_deployment(m, narrow, 16);
+  ASSERT_FALSE(e.empty());
+  EXPECT_EQ(e.front().where, "--two-batch-overlap");
 }
 
 // Spreading the experts over every GPU leaves each GPU E/ep whole experts instead of E/tp
