@@ -144,6 +144,15 @@ Result<std::vector<serving::Request>> load_requests(const Opts& o) {
   return out;
 }
 
+/// One pool of a wide-ep deployment disaggregated: `replicas` of its replicas, the experts over
+/// their GPUs.
+Deployment pool_deployment(const Deployment& d, int replicas) {
+  Deployment p = d;
+  p.dp = replicas;
+  p.ep = d.tp * replicas;
+  return p;
+}
+
 /// Runs the simulation `s` describes: colocated on d.dp replicas, or disaggregated on the
 /// --pd split (then also fills the prefill pool's blocks and the KV transfer times in `s`).
 Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::Request>& requests,
@@ -160,7 +169,8 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
     return serving::simulate_serving(requests, config, serving::stage_cost(cost), slo,
                                      !o.trace.empty());
 
-  Deployment pre = s->d;
+  const bool wide = s->d.wide_ep();
+  Deployment pre = wide ? pool_deployment(s->d, s->pd.prefill) : s->d;
   if (o.prefill_max_batched != kUnset) pre.max_num_batched_tokens = o.prefill_max_batched;
   auto pre_budget = serving::kv_budget(*s->model, *s->hw, pre);
   if (!pre_budget) return pre_budget.errors();
@@ -190,6 +200,12 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
           ? o.prompt_len
           : static_cast<int64_t>(std::llround(prompts / static_cast<double>(requests.size())));
   s->typical_transfer_s = transfer(s->typical_prompt);
+  if (wide) {  // each pool's replicas step together, its experts over its own GPUs
+    const serving::StepCost dec_cost(*s->model, *s->hw, pool_deployment(s->d, s->pd.decode));
+    return serving::simulate_disaggregated(requests, pd, serving::lockstep_cost(pre_cost),
+                                           serving::lockstep_cost(dec_cost), transfer, slo,
+                                           !o.trace.empty());
+  }
   return serving::simulate_disaggregated(requests, pd, serving::stage_cost(pre_cost),
                                          serving::stage_cost(cost), transfer, slo,
                                          !o.trace.empty());
@@ -310,13 +326,18 @@ int run(Opts o) {
     bad.push_back({"--prefix-len", "shared prefixes need prefix caching, got --no-prefix-caching",
                    "drop one of them"});
   s.pd = parse_pd(o, d.dp, &bad);
-  if (s.pd.on() && d.wide_ep())
-    bad.push_back({"--pd",
-                   "disaggregating replicas whose experts are spread over all of them (ep = tp*dp) "
-                   "is not modelled",
-                   "--ep " + std::to_string(d.tp) + " (experts inside each replica) with --pd"});
+  // Wide ep with --pd: each pool spreads the experts over its own GPUs (ep = tp * its replicas).
+  if (bad.empty() && s.pd.on() && d.wide_ep())
+    for (const auto& [name, replicas] :
+         {std::pair{"prefill", s.pd.prefill}, std::pair{"decode", s.pd.decode}})
+      for (Diagnostic& e : serving::check_deployment(*s.model, pool_deployment(d, replicas), 0))
+        bad.push_back({"--pd",
+                       std::string("the ") + name + " pool (experts over its " +
+                           std::to_string(d.tp * replicas) + " GPUs): " + e.str(),
+                       ""});
   if (!bad.empty()) return report_errors(bad);
-  auto budget = serving::kv_budget(*s.model, *s.hw, d);
+  auto budget = serving::kv_budget(*s.model, *s.hw,
+                                   s.pd.on() && d.wide_ep() ? pool_deployment(d, s.pd.decode) : d);
   if (!budget) return report_errors(budget.errors());
   s.budget = budget.value();
 

@@ -128,10 +128,17 @@ TEST(ServeCli, WideExpertParallelismStepsTheReplicasTogether) {
       Streams::kStdoutOnly);
   ASSERT_EQ(tbo.exit_code, 0) << tbo;
   EXPECT_GT(ParseOrFail(tbo.out, "serve")["throughput_tokens_per_s"].get<double>(), 0);
-  const CliRun pd = Parallax("serve --model qwen3-30b-a3b --gpus 8 --tp 2 --ep 8 --pd 2:2");
-  EXPECT_EQ(pd.exit_code, 2) << pd;
-  EXPECT_TRUE(Has(pd, "--pd: disaggregating replicas whose experts are spread over all of them"))
-      << pd;
+  // Disaggregated, each pool spreads the experts over its own GPUs: 2:2 gives ep 4 in each,
+  // 1:3 would need ep 6 in the decode pool, which does not divide the 128 experts.
+  const CliRun pd = Parallax(
+      "serve --model qwen3-30b-a3b --gpus 8 --tp 2 --ep 8 --pd 2:2 --requests 100 --rate 20 "
+      "--format json",
+      Streams::kStdoutOnly);
+  ASSERT_EQ(pd.exit_code, 0) << pd;
+  EXPECT_EQ(ParseOrFail(pd.out, "serve")["pd"]["decode_replicas"], 2);
+  const CliRun odd = Parallax("serve --model qwen3-30b-a3b --gpus 8 --tp 2 --ep 8 --pd 1:3");
+  EXPECT_EQ(odd.exit_code, 2) << odd;
+  EXPECT_TRUE(Has(odd, "--pd: the decode pool (experts over its 6 GPUs)")) << odd;
   const CliRun bad = Parallax("serve --model qwen3-30b-a3b --gpus 8 --tp 2 --pp 2 --ep 4");
   EXPECT_EQ(bad.exit_code, 2) << bad;
   EXPECT_TRUE(Has(bad, "--ep: ep=4 above tp spreads the experts over every replica")) << bad;

@@ -78,7 +78,21 @@ namespace {
 struct PoolCost {
   const IterationCost* step = nullptr;
   const StageCost* stages = nullptr;
+  const LockstepCost* lockstep = nullptr;  ///< the pool's replicas step together (wide ep)
 };
+
+/// Runs a pool's engines: each alone, or all together when the pool steps in lockstep.
+Result<bool> run_pool(std::vector<EngineWork>& works, const PoolCost& cost, bool keep_iterations,
+                      EngineTimeline* tl) {
+  if (cost.lockstep != nullptr) return run_lockstep(works, *cost.lockstep, keep_iterations, tl);
+  for (EngineWork& w : works) {
+    w.cost = cost.step;
+    w.stages = cost.stages;
+    Result<bool> ran = run_engine(w, keep_iterations, tl);
+    if (!ran.ok()) return ran.errors();
+  }
+  return true;
+}
 
 Result<ServeResult> simulate_pools(const std::vector<Request>& requests, const PdConfig& config,
                                    PoolCost prefill_cost, PoolCost decode_cost,
@@ -97,14 +111,13 @@ Result<ServeResult> simulate_pools(const std::vector<Request>& requests, const P
     tl.clock[order[k]].replica = static_cast<int>(k % decodes);
   }
 
-  // Prefill pool: every engine independent of the decode pool (nothing flows back).
+  // Prefill pool: independent of the decode pool (nothing flows back).
+  std::vector<EngineWork> pool(prefills);
   for (size_t rep = 0; rep < prefills; ++rep) {
-    EngineWork work;
+    EngineWork& work = pool[rep];
     work.replica = static_cast<int>(rep);
     work.pool = 0;
     work.config = &config.prefill;
-    work.cost = prefill_cost.step;
-    work.stages = prefill_cost.stages;
     work.pipeline_stages = config.pipeline_stages;
     for (size_t k = rep; k < order.size(); k += prefills) {
       work.mine.push_back(order[k]);
@@ -116,9 +129,9 @@ Result<ServeResult> simulate_pools(const std::vector<Request>& requests, const P
       r.output_len = 1;
       sched.add(r);
     };
-    Result<bool> ran = run_engine(work, keep_iterations, &tl);
-    if (!ran.ok()) return ran.errors();
   }
+  if (Result<bool> ran = run_pool(pool, prefill_cost, keep_iterations, &tl); !ran.ok())
+    return ran.errors();
 
   Result<std::vector<double>> ready = kv_ready_times(requests, tl, kv_transfer_s);
   if (!ready.ok()) return ready.errors();
@@ -129,13 +142,12 @@ Result<ServeResult> simulate_pools(const std::vector<Request>& requests, const P
   for (size_t pos : order) {
     if (ready_s[pos] >= 0) mine[static_cast<size_t>(tl.clock[pos].replica)].push_back(pos);
   }
+  pool.assign(decodes, EngineWork{});
   for (size_t rep = 0; rep < decodes; ++rep) {
-    EngineWork work;
+    EngineWork& work = pool[rep];
     work.replica = static_cast<int>(rep);
     work.pool = 1;
     work.config = &config.decode;
-    work.cost = decode_cost.step;
-    work.stages = decode_cost.stages;
     work.pipeline_stages = config.pipeline_stages;
     work.mine = std::move(mine[rep]);
     std::stable_sort(work.mine.begin(), work.mine.end(),
@@ -146,9 +158,9 @@ Result<ServeResult> simulate_pools(const std::vector<Request>& requests, const P
       r.id = static_cast<int64_t>(pos);
       sched.add_prefilled(r);
     };
-    Result<bool> ran = run_engine(work, keep_iterations, &tl);
-    if (!ran.ok()) return ran.errors();
   }
+  if (Result<bool> ran = run_pool(pool, decode_cost, keep_iterations, &tl); !ran.ok())
+    return ran.errors();
   return summarize_timeline(requests, slo, tl);
 }
 
@@ -179,6 +191,22 @@ Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
   PX_CHECK(prefill_cost && decode_cost, "simulate_disaggregated: missing a cost function");
   return simulate_pools(requests, config, {nullptr, &prefill_cost}, {nullptr, &decode_cost},
                         kv_transfer_s, slo, keep_iterations);
+}
+
+Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
+                                           const PdConfig& config, const LockstepCost& prefill_cost,
+                                           const LockstepCost& decode_cost,
+                                           const KvTransferTime& kv_transfer_s, const SloSpec& slo,
+                                           bool keep_iterations) {
+  PX_CHECK(prefill_cost && decode_cost, "simulate_disaggregated: missing a cost function");
+  if (config.pipeline_stages != 1) {
+    return Diagnostic{
+        "pd.pipeline_stages",
+        "pools stepping together run one stage, got " + std::to_string(config.pipeline_stages),
+        "pp 1"};
+  }
+  return simulate_pools(requests, config, {nullptr, nullptr, &prefill_cost},
+                        {nullptr, nullptr, &decode_cost}, kv_transfer_s, slo, keep_iterations);
 }
 
 }  // namespace parallax::serving

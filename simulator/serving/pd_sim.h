@@ -81,6 +81,15 @@ Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
                                            const KvTransferTime& kv_transfer_s,
                                            const SloSpec& slo = {}, bool keep_iterations = false);
 
+/// With each pool's replicas stepping together (wide expert parallelism inside each pool, as
+/// simulate_lockstep runs one deployment): every prefill replica steps with the other prefill
+/// replicas, every decode replica with the decode replicas. config.pipeline_stages must be 1.
+Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,
+                                           const PdConfig& config, const LockstepCost& prefill_cost,
+                                           const LockstepCost& decode_cost,
+                                           const KvTransferTime& kv_transfer_s,
+                                           const SloSpec& slo = {}, bool keep_iterations = false);
+
 /// The same with every step priced stage by stage on config.pipeline_stages stages (which may be
 /// 1; the IterationCost form needs 1). Also an error: a cost giving another number of stages.
 Result<ServeResult> simulate_disaggregated(const std::vector<Request>& requests,

@@ -123,6 +123,30 @@ TEST(PdSimPipeline, PromptChunksOverlapInThePrefillPipeline) {
       << refused.error_text();
 }
 
+// Pools whose replicas step together (wide ep in each pool), a step costing a + c x (tokens of
+// the pool's replicas): two requests, one per replica of each pool, prefill in one step of both
+// prompts, move their KV, and decode their two remaining tokens in two steps of both.
+TEST(PdSimLockstep, EachPoolStepsTogether) {
+  const double a = 0.01, c = 1e-3, transfer = 0.05;
+  const LockstepCost cost = [&](const std::vector<const IterationBatch*>& batches) {
+    double tokens = 0;
+    for (const IterationBatch* b : batches)
+      if (b != nullptr) tokens += static_cast<double>(b->total_tokens());
+    return a + c * tokens;
+  };
+  auto r = simulate_disaggregated({{0, 0.0, 10, 3}, {1, 0.0, 20, 3}},
+                                  pools(2, 2, engine(8192, 100), engine(8192, 100)), cost, cost,
+                                  [&](int64_t) { return transfer; });
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const double first = a + 30 * c;
+  for (const RequestRecord& q : r->requests) {
+    EXPECT_NEAR(q.first_token_s, first, kTol) << q.id;
+    EXPECT_NEAR(q.finish_s, first + transfer + 2 * (a + 2 * c), kTol) << q.id;
+  }
+  EXPECT_EQ(r->requests[0].replica, 0);
+  EXPECT_EQ(r->requests[1].replica, 1);
+}
+
 TEST(PdSimSingle, OneOutputTokenNeverLeavesThePrefillPool) {
   const LinearCost p;
   int transfers = 0, decode_steps = 0;

@@ -381,46 +381,30 @@ Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
   return simulate(requests, config, nullptr, &cost, slo, keep_iterations);
 }
 
-Result<ServeResult> simulate_lockstep(const std::vector<Request>& requests,
-                                      const ServeConfig& config, const LockstepCost& cost,
-                                      const SloSpec& slo, bool keep_iterations) {
-  PX_CHECK(static_cast<bool>(cost), "simulate_lockstep: no cost function");
-  Diagnostics errors = validate_inputs(requests, config, slo);
-  if (config.pipeline_stages != 1)
-    errors.push_back(
-        {"serve.pipeline_stages",
-         "replicas stepping together run one stage, got " + std::to_string(config.pipeline_stages),
-         "pp 1"});
-  if (!errors.empty()) return errors;
-  if (requests.empty()) return ServeResult{};
-  const std::vector<size_t> order = arrival_order(requests);
-  const auto replicas = static_cast<size_t>(config.replicas);
-  EngineTimeline tl(requests.size());
-  std::vector<std::vector<size_t>> mine(replicas);
-  for (size_t k = 0; k < order.size(); ++k) {
-    mine[k % replicas].push_back(order[k]);
-    tl.clock[order[k]].replica = tl.clock[order[k]].prefill_replica =
-        static_cast<int>(k % replicas);
+Result<bool> run_lockstep(const std::vector<EngineWork>& works, const LockstepCost& cost,
+                          bool keep_iterations, EngineTimeline* tl) {
+  const size_t replicas = works.size();
+  std::vector<Scheduler> scheds;
+  scheds.reserve(replicas);
+  for (const EngineWork& w : works) {
+    PX_CHECK(w.config != nullptr && w.admit && w.mine.size() == w.ready_s.size() &&
+                 w.pipeline_stages == 1,
+             "run_lockstep: replica " << w.replica << " lacks config or admit, or is pipelined");
+    scheds.emplace_back(*w.config);
   }
-  std::vector<Scheduler> scheds(replicas, Scheduler(config.scheduler));
   std::vector<size_t> next(replicas, 0);
   std::vector<const IterationBatch*> batches(replicas, nullptr);
-  const double blocks = static_cast<double>(config.scheduler.num_gpu_blocks);
   double t = 0;
   while (true) {
     bool any = false;
     double soonest = -1;
     for (size_t r = 0; r < replicas; ++r) {
-      for (; next[r] < mine[r].size() && requests[mine[r][next[r]]].arrival_s <= t; ++next[r]) {
-        Request q = requests[mine[r][next[r]]];
-        q.id = static_cast<int64_t>(mine[r][next[r]]);  // the scheduler reports positions back
-        scheds[r].add(q);
-      }
+      const EngineWork& w = works[r];
+      for (; next[r] < w.mine.size() && w.ready_s[next[r]] <= t; ++next[r])
+        w.admit(scheds[r], w.mine[next[r]]);
       any = any || scheds[r].has_work();
-      if (next[r] < mine[r].size()) {
-        const double a = requests[mine[r][next[r]]].arrival_s;
-        soonest = soonest < 0 ? a : std::min(soonest, a);
-      }
+      if (next[r] < w.mine.size())
+        soonest = soonest < 0 ? w.ready_s[next[r]] : std::min(soonest, w.ready_s[next[r]]);
     }
     if (!any) {
       if (soonest < 0) break;
@@ -438,25 +422,63 @@ Result<ServeResult> simulate_lockstep(const std::vector<Request>& requests,
     const double end = t + dt;
     for (size_t r = 0; r < replicas; ++r) {
       if (batches[r] == nullptr) continue;
-      const double util = static_cast<double>(scheds[r].blocks_used()) / blocks;
-      tl.kv_weighted += util * dt;
-      tl.kv_plain += util;
-      tl.busy_s += dt;
-      tl.kv_max = std::max(tl.kv_max, util);
-      ++tl.iterations;
+      const double util = static_cast<double>(scheds[r].blocks_used()) /
+                          static_cast<double>(works[r].config->num_gpu_blocks);
+      tl->kv_weighted += util * dt;
+      tl->kv_plain += util;
+      tl->busy_s += dt;
+      tl->kv_max = std::max(tl->kv_max, util);
+      ++tl->iterations;
       if (keep_iterations) {
         const IterationBatch& b = *batches[r];
-        tl.records.push_back({static_cast<int>(r), 0, 0, t, dt, b.prefill_tokens, b.decode_tokens,
-                              b.num_seqs(), scheds[r].num_running(), scheds[r].blocks_used()});
+        tl->records.push_back({works[r].replica, works[r].pool, 0, t, dt, b.prefill_tokens,
+                               b.decode_tokens, b.num_seqs(), scheds[r].num_running(),
+                               scheds[r].blocks_used()});
       }
-      record_tokens(scheds[r].update_from_output(nullptr), t, end, &tl);
+      record_tokens(scheds[r].update_from_output(nullptr), t, end, tl);
     }
     t = end;
   }
   for (const Scheduler& s : scheds) {
-    tl.prefix_query_tokens += s.prefix_query_tokens();
-    tl.prefix_hit_tokens += s.prefix_hit_tokens();
+    tl->prefix_query_tokens += s.prefix_query_tokens();
+    tl->prefix_hit_tokens += s.prefix_hit_tokens();
   }
+  return true;
+}
+
+Result<ServeResult> simulate_lockstep(const std::vector<Request>& requests,
+                                      const ServeConfig& config, const LockstepCost& cost,
+                                      const SloSpec& slo, bool keep_iterations) {
+  PX_CHECK(static_cast<bool>(cost), "simulate_lockstep: no cost function");
+  Diagnostics errors = validate_inputs(requests, config, slo);
+  if (config.pipeline_stages != 1)
+    errors.push_back(
+        {"serve.pipeline_stages",
+         "replicas stepping together run one stage, got " + std::to_string(config.pipeline_stages),
+         "pp 1"});
+  if (!errors.empty()) return errors;
+  if (requests.empty()) return ServeResult{};
+  const std::vector<size_t> order = arrival_order(requests);
+  const auto replicas = static_cast<size_t>(config.replicas);
+  EngineTimeline tl(requests.size());
+  std::vector<EngineWork> works(replicas);
+  for (size_t r = 0; r < replicas; ++r) {
+    works[r].replica = static_cast<int>(r);
+    works[r].config = &config.scheduler;
+    works[r].admit = [&requests](Scheduler& sched, size_t pos) {
+      Request q = requests[pos];
+      q.id = static_cast<int64_t>(pos);  // the scheduler reports positions back
+      sched.add(q);
+    };
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    EngineWork& w = works[k % replicas];
+    w.mine.push_back(order[k]);
+    w.ready_s.push_back(requests[order[k]].arrival_s);
+    tl.clock[order[k]].replica = tl.clock[order[k]].prefill_replica = w.replica;
+  }
+  Result<bool> ran = run_lockstep(works, cost, keep_iterations, &tl);
+  if (!ran.ok()) return ran.errors();
   return summarize_timeline(requests, slo, tl);
 }
 

@@ -193,6 +193,14 @@ Result<ServeResult> simulate_serving(const std::vector<Request>& requests,
 /// convention as IterationCost.
 using LockstepCost = std::function<double(const std::vector<const IterationBatch*>& batches)>;
 
+/// Runs engines that step together on one clock (the replicas of a wide-ep deployment or pool):
+/// works[r] is replica r with its requests, ready times and admit (as run_engine's); before each
+/// step every replica takes what is ready, every replica with work plans a step and the others
+/// join empty (null in `cost`'s batches); the step lasts cost(batches). Error: a cost that is
+/// negative or not finite. Every work must have pipeline_stages 1.
+Result<bool> run_lockstep(const std::vector<EngineWork>& works, const LockstepCost& cost,
+                          bool keep_iterations, EngineTimeline* tl);
+
 /// Serving on replicas that step together (wide expert parallelism: every MoE layer's
 /// all-to-alls join all of them). Requests go round-robin to the replicas as in
 /// simulate_serving, each replica has its own scheduler and KV cache, and one clock drives
