@@ -178,6 +178,27 @@ struct Run {
   double requests_per_s = 0;
 };
 
+/// One pool of wide-ep `d` split P:D: `replicas` of its replicas, the experts over their GPUs
+/// (as `serve --pd` runs it).
+Deployment wide_pool(const Deployment& d, int replicas) {
+  Deployment p = d;
+  p.dp = replicas;
+  p.ep = d.tp * replicas;
+  return p;
+}
+
+/// Whether both pools of wide-ep `d` split at `p` are valid and hold one request.
+bool wide_split_fits(const ServePlanRequest& r, const Deployment& d, int p) {
+  for (const int replicas : {p, d.dp - p}) {
+    const Deployment pool = wide_pool(d, replicas);
+    if (!serving::check_deployment(r.model, pool, 0).empty()) return false;
+    auto kv = serving::kv_budget(r.model, r.hw, pool);
+    const serving::Request one{0, 0, r.workload.prompt_len, r.workload.output_len};
+    if (!kv || serving::peak_blocks(one, d.block_size) > kv->blocks) return false;
+  }
+  return true;
+}
+
 /// Simulates `d` colocated (prefill_replicas = 0) or disaggregated as `serve --pd P:D` does with
 /// the same engine limits in both pools, and scores it.
 Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_replicas,
@@ -211,9 +232,29 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_repl
       ++moved;
     }
     c.kv_transfer_mean_s = moved > 0 ? sum / static_cast<double>(moved) : 0.0;
-    sim = serving::simulate_disaggregated(
-        requests, serving::pd_config(d, kv->blocks, prefill_replicas, d.dp - prefill_replicas),
-        serving::stage_cost(cost), serving::stage_cost(cost), transfer, slo);
+    if (!d.wide_ep()) {
+      sim = serving::simulate_disaggregated(
+          requests, serving::pd_config(d, kv->blocks, prefill_replicas, d.dp - prefill_replicas),
+          serving::stage_cost(cost), serving::stage_cost(cost), transfer, slo);
+    } else {
+      // Each pool spreads the experts over its own GPUs and steps together, its KV cache what
+      // its own expert share leaves (as `serve --pd` runs it).
+      const Deployment pre = wide_pool(d, prefill_replicas),
+                       dec = wide_pool(d, d.dp - prefill_replicas);
+      auto pre_kv = serving::kv_budget(r.model, r.hw, pre);
+      auto dec_kv = serving::kv_budget(r.model, r.hw, dec);
+      if (!pre_kv) return pre_kv.errors();
+      if (!dec_kv) return dec_kv.errors();
+      serving::PdConfig pd;
+      pd.prefill = serving::engine_config(pre, pre_kv->blocks).scheduler;
+      pd.decode = serving::engine_config(dec, dec_kv->blocks).scheduler;
+      pd.prefill_replicas = prefill_replicas;
+      pd.decode_replicas = d.dp - prefill_replicas;
+      const serving::StepCost pre_cost(r.model, r.hw, pre), dec_cost(r.model, r.hw, dec);
+      sim = serving::simulate_disaggregated(requests, pd, serving::lockstep_cost(pre_cost),
+                                            serving::lockstep_cost(dec_cost), transfer, slo);
+      kv = dec_kv;
+    }
   }
   if (!sim) return sim.errors();
   c.deployment = d;
@@ -239,19 +280,20 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_repl
 /// max_num_seqs of its first-ranked colocated candidate with every max_num_batched_tokens kept
 /// with it colocated, each split P = 1 .. dp-1. Each pool holds the colocated replica's KV blocks,
 /// so what fits colocated fits both pools: nothing more to prune.
-std::vector<Layout> pd_layouts(const std::vector<ServeCandidate>& ranked, const Space& space) {
+std::vector<Layout> pd_layouts(const ServePlanRequest& r, const std::vector<ServeCandidate>& ranked,
+                               const Space& space) {
   std::set<std::tuple<int, int, int, int>> seen;
   std::vector<Layout> out;
   for (const ServeCandidate& best : ranked) {
     const Deployment& b = best.deployment;
-    // Wide ep couples the replicas: splitting them into pools is not modelled.
-    if (b.dp < 2 || b.wide_ep() || !seen.insert({b.tp, b.pp, b.dp, b.ep}).second) continue;
+    if (b.dp < 2 || !seen.insert({b.tp, b.pp, b.dp, b.ep}).second) continue;
     for (const Layout& l : space.kept) {
       const Deployment& d = l.d;
       if (std::tie(d.tp, d.pp, d.dp, d.ep, d.max_num_seqs) !=
           std::tie(b.tp, b.pp, b.dp, b.ep, b.max_num_seqs))
         continue;
-      for (int p = 1; p < d.dp; ++p) out.push_back({d, p});
+      for (int p = 1; p < d.dp; ++p)
+        if (!d.wide_ep() || wide_split_fits(r, d, p)) out.push_back({d, p});
     }
   }
   return out;
@@ -459,7 +501,7 @@ Result<ServePlanResult> search_deployments(const ServePlanRequest& r, const Serv
   }
   std::sort(result.ranked.begin(), result.ranked.end(), ranked_before);
   if (r.search_pd) {
-    const std::vector<Layout> pd = pd_layouts(result.ranked, space);
+    const std::vector<Layout> pd = pd_layouts(r, result.ranked, space);
     std::vector<ServeCandidate> more = simulate_all(r, pd, arena);
     result.pd_candidates = static_cast<int64_t>(pd.size());
     result.candidates += result.pd_candidates;

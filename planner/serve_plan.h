@@ -6,8 +6,9 @@
 ///
 /// Search space: tp over the divisors of N within one scale-up domain, pp in pp_grid, dp =
 /// N / (tp * pp) (tp * pp must divide N), ep in {1, tp} for a MoE model and, with pp 1 and
-/// dp >= 2, tp * dp (wide: the experts over every GPU, the replicas stepping together, not split
-/// into P/D pools), max_num_seqs x
+/// dp >= 2, tp * dp (wide: the experts over every GPU, the replicas stepping together; split into
+/// P/D pools, each pool's experts over its own GPUs, where both pools' ep divide the experts and
+/// their KV caches hold a request), max_num_seqs x
 /// max_num_batched_tokens over their grids (max_num_batched_tokens >= max_num_seqs), chunked
 /// prefill on. Candidates failing serving::check_deployment, serving::kv_budget or whose KV cache
 /// cannot hold one request are pruned and counted by reason.

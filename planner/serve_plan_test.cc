@@ -61,23 +61,31 @@ TEST(ServePlan, ASharedPrefixIsServedFromTheCache) {
   EXPECT_TRUE(mentions(bad.errors(), "--prefix-len")) << bad.error_text();
 }
 
-// A MoE model is also tried with its experts over every GPU (ep = tp * dp, pp 1), never split
-// into prefill and decode pools.
+// A MoE model is also tried with its experts over every GPU (ep = tp * dp, pp 1), colocated and
+// split into prefill and decode pools, each pool's experts over its own GPUs.
 TEST(ServePlan, TriesWideExpertParallelismForAMoeModel) {
   ServePlanRequest r = small_request(4);
   r.model = zoo("qwen3-30b-a3b");
   r.pp_grid = {1};
   auto s = search_deployments(r);
   ASSERT_TRUE(s.ok()) << s.error_text();
-  int wide = 0;
+  int colocated = 0, split = 0;
   for (const ServeCandidate& c : s->ranked) {
-    if (!c.deployment.wide_ep()) continue;
-    ++wide;
-    EXPECT_EQ(c.deployment.ep, c.deployment.tp * c.deployment.dp);
-    EXPECT_EQ(c.engine.prefill_replicas, 0) << deployment_label(c.deployment);
+    const serving::Deployment& d = c.deployment;
+    if (!d.wide_ep()) continue;
+    EXPECT_EQ(d.ep, d.tp * d.dp);
     EXPECT_GT(c.output_tokens_per_s, 0);
+    const int p = c.engine.prefill_replicas;
+    if (p == 0) {
+      ++colocated;
+      continue;
+    }
+    ++split;
+    EXPECT_TRUE(p >= 1 && p < d.dp) << deployment_label(d, p);
+    for (const int pool : {p, d.dp - p}) EXPECT_EQ(128 % (d.tp * pool), 0);
   }
-  EXPECT_EQ(wide, 4);  // tp1 dp4 ep4 and tp2 dp2 ep4, each with and without two-batch overlap
+  EXPECT_EQ(colocated, 4);  // tp1 dp4 ep4 and tp2 dp2 ep4, each with and without two-batch overlap
+  EXPECT_GT(split, 0);
 }
 
 TEST(ServePlan, FindsACandidateThatMeetsTheSlo) {

@@ -118,6 +118,17 @@ TEST(ServeLaunch, WideExpertParallelismInEachEngine) {
   g = emit_sglang(zoo("qwen3-30b-a3b"), d, {.gpus = 8});
   ASSERT_TRUE(g.ok()) << g.error_text();
   EXPECT_TRUE(has(*g, "--enable-two-batch-overlap")) << *g;
+  // tp2 x dp4 split 2:2: each pool one server with DP attention over its own 4 GPUs.
+  d.two_batch_overlap = false;
+  d.tp = 2;
+  d.dp = 4;
+  g = emit_sglang(zoo("qwen3-30b-a3b"), d, {.gpus = 8, .prefill_replicas = 2});
+  ASSERT_TRUE(g.ok()) << g.error_text();
+  EXPECT_TRUE(has(*g,
+                  "--disaggregation-mode prefill \\\n  --disaggregation-transfer-backend nixl "
+                  "\\\n  --tp-size 4 \\\n  --dp-size 2 \\\n  --enable-dp-attention "
+                  "\\\n  --ep-size 4"))
+      << *g;
 }
 
 TEST(ServeLaunch, VllmRefusesEachRuleWithItsReason) {

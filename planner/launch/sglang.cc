@@ -121,10 +121,18 @@ std::string emit_sglang_pd(const ModelSpec& m, const serving::Deployment& d,
   for (const auto& pool : pools) {
     serving::Deployment one = d;
     one.dp = pool.replicas;
+    ServeEngineSettings mine = s;
+    if (d.wide_ep()) {  // the pool's experts over its own GPUs, with DP attention if several
+      one.ep = d.tp * pool.replicas;
+      if (pool.replicas > 1) {
+        one.tp = one.ep;
+        mine.sglang_dp_attention = true;
+      }
+    }
     std::vector<std::string> lines = {flag("--port", pool.port),
                                       std::string("--disaggregation-mode ") + pool.mode,
                                       "--disaggregation-transfer-backend nixl"};
-    for (std::string& l : sglang_flags(one, s)) lines.push_back(std::move(l));
+    for (std::string& l : sglang_flags(one, mine)) lines.push_back(std::move(l));
     out += "\n# " + std::string(pool.mode) + " pool: " + std::to_string(pool.replicas) + " x tp" +
            std::to_string(d.tp) + " pp" + std::to_string(d.pp) +
            "\npython -m sglang.launch_server --model-path " + model + " \\\n" +
@@ -183,7 +191,7 @@ Result<std::string> emit_sglang(const ModelSpec& m, const serving::Deployment& s
   // the attention data-parallel in dp groups, the experts over all of them.
   serving::Deployment d = simulated;
   ServeEngineSettings s = settings;
-  if (simulated.wide_ep()) {
+  if (simulated.wide_ep() && settings.prefill_replicas == 0) {  // P/D: per pool, below
     d.tp = simulated.tp * simulated.dp;
     s.sglang_dp_attention = true;
   }

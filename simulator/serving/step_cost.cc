@@ -336,6 +336,9 @@ void StepCost::routed_experts(double tokens, double local, Parts* p) const {
 }
 
 double StepCost::lockstep_time_s(const std::vector<StepShape>& shapes) const {
+  // One replica alone (a pool of one in a disaggregated wide-ep deployment: its experts over
+  // its own tp ranks) steps by itself.
+  if (d_.dp == 1 && d_.pp == 1 && shapes.size() == 1 && !d_.wide_ep()) return time_s(shapes[0]);
   PX_CHECK(d_.wide_ep() && d_.pp == 1 && static_cast<int>(shapes.size()) == d_.dp,
            "StepCost::lockstep_time_s: " << shapes.size() << " shapes for dp=" << d_.dp
                                          << " ep=" << d_.ep << " pp=" << d_.pp);

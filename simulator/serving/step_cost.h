@@ -117,7 +117,8 @@ class StepCost {
   /// MoE layer waits for all), plus every MoE layer's routed experts over the tokens of all
   /// replicas and the all-to-alls that dispatch and combine them. With two-batch overlap each
   /// replica runs its step as two micro-batches (half the sequences each) and the step is the
-  /// longer of the compute and the all-to-alls, plus the shorter's share of one layer.
+  /// longer of the compute and the all-to-alls, plus the shorter's share of one layer. A
+  /// deployment of one replica (pp 1) takes one shape and steps alone (time_s).
   double lockstep_time_s(const std::vector<StepShape>& shapes) const;
 
  private:
