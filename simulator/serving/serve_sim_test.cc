@@ -423,8 +423,8 @@ TEST(ServeSimLockstep, RandomLoadsServeEveryToken) {
   int64_t gaps = 0;
   for (int64_t i = 0; i < 300; ++i) {
     const int64_t out = 1 + static_cast<int64_t>(rng() % 40);
-    reqs.push_back({i, static_cast<double>(rng() % 1000) / 100.0,
-                    1 + static_cast<int64_t>(rng() % 300), out});
+    reqs.push_back(
+        {i, static_cast<double>(rng() % 1000) / 100.0, 1 + static_cast<int64_t>(rng() % 300), out});
     gaps += out - 1;
   }
   ServeConfig cfg = config_with(256, 120, 16);
