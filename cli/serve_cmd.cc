@@ -144,15 +144,6 @@ Result<std::vector<serving::Request>> load_requests(const Opts& o) {
   return out;
 }
 
-/// One pool of a wide-ep deployment disaggregated: `replicas` of its replicas, the experts over
-/// their GPUs.
-Deployment pool_deployment(const Deployment& d, int replicas) {
-  Deployment p = d;
-  p.dp = replicas;
-  p.ep = d.tp * replicas;
-  return p;
-}
-
 /// Runs the simulation `s` describes: colocated on d.dp replicas, or disaggregated on the
 /// --pd split (then also fills the prefill pool's blocks and the KV transfer times in `s`).
 Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::Request>& requests,
@@ -170,7 +161,7 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
                                      !o.trace.empty());
 
   const bool wide = s->d.wide_ep();
-  Deployment pre = wide ? pool_deployment(s->d, s->pd.prefill) : s->d;
+  Deployment pre = wide ? serving::wide_ep_pool(s->d, s->pd.prefill) : s->d;
   if (o.prefill_max_batched != kUnset) pre.max_num_batched_tokens = o.prefill_max_batched;
   auto pre_budget = serving::kv_budget(*s->model, *s->hw, pre);
   if (!pre_budget) return pre_budget.errors();
@@ -201,7 +192,7 @@ Result<serving::ServeResult> simulate(const Opts& o, const std::vector<serving::
           : static_cast<int64_t>(std::llround(prompts / static_cast<double>(requests.size())));
   s->typical_transfer_s = transfer(s->typical_prompt);
   if (wide) {  // each pool's replicas step together, its experts over its own GPUs
-    const serving::StepCost dec_cost(*s->model, *s->hw, pool_deployment(s->d, s->pd.decode));
+    const serving::StepCost dec_cost(*s->model, *s->hw, serving::wide_ep_pool(s->d, s->pd.decode));
     return serving::simulate_disaggregated(requests, pd, serving::lockstep_cost(pre_cost),
                                            serving::lockstep_cost(dec_cost), transfer, slo,
                                            !o.trace.empty());
@@ -330,14 +321,15 @@ int run(Opts o) {
   if (bad.empty() && s.pd.on() && d.wide_ep())
     for (const auto& [name, replicas] :
          {std::pair{"prefill", s.pd.prefill}, std::pair{"decode", s.pd.decode}})
-      for (Diagnostic& e : serving::check_deployment(*s.model, pool_deployment(d, replicas), 0))
+      for (Diagnostic& e :
+           serving::check_deployment(*s.model, serving::wide_ep_pool(d, replicas), 0))
         bad.push_back({"--pd",
                        std::string("the ") + name + " pool (experts over its " +
                            std::to_string(d.tp * replicas) + " GPUs): " + e.str(),
                        ""});
   if (!bad.empty()) return report_errors(bad);
-  auto budget = serving::kv_budget(*s.model, *s.hw,
-                                   s.pd.on() && d.wide_ep() ? pool_deployment(d, s.pd.decode) : d);
+  auto budget = serving::kv_budget(
+      *s.model, *s.hw, s.pd.on() && d.wide_ep() ? serving::wide_ep_pool(d, s.pd.decode) : d);
   if (!budget) return report_errors(budget.errors());
   s.budget = budget.value();
 

@@ -178,19 +178,10 @@ struct Run {
   double requests_per_s = 0;
 };
 
-/// One pool of wide-ep `d` split P:D: `replicas` of its replicas, the experts over their GPUs
-/// (as `serve --pd` runs it).
-Deployment wide_pool(const Deployment& d, int replicas) {
-  Deployment p = d;
-  p.dp = replicas;
-  p.ep = d.tp * replicas;
-  return p;
-}
-
 /// Whether both pools of wide-ep `d` split at `p` are valid and hold one request.
 bool wide_split_fits(const ServePlanRequest& r, const Deployment& d, int p) {
   for (const int replicas : {p, d.dp - p}) {
-    const Deployment pool = wide_pool(d, replicas);
+    const Deployment pool = serving::wide_ep_pool(d, replicas);
     if (!serving::check_deployment(r.model, pool, 0).empty()) return false;
     auto kv = serving::kv_budget(r.model, r.hw, pool);
     const serving::Request one{0, 0, r.workload.prompt_len, r.workload.output_len};
@@ -239,8 +230,8 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_repl
     } else {
       // Each pool spreads the experts over its own GPUs and steps together, its KV cache what
       // its own expert share leaves (as `serve --pd` runs it).
-      const Deployment pre = wide_pool(d, prefill_replicas),
-                       dec = wide_pool(d, d.dp - prefill_replicas);
+      const Deployment pre = serving::wide_ep_pool(d, prefill_replicas),
+                       dec = serving::wide_ep_pool(d, d.dp - prefill_replicas);
       auto pre_kv = serving::kv_budget(r.model, r.hw, pre);
       auto dec_kv = serving::kv_budget(r.model, r.hw, dec);
       if (!pre_kv) return pre_kv.errors();

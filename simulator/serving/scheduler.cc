@@ -128,8 +128,8 @@ void Scheduler::add_prefilled(const Request& r) {
   s.computed = s.prompt_len;
 }
 
-int64_t Scheduler::wanted_tokens(const Seq& s) const {
-  int64_t n = s.num_tokens() - s.computed;
+int64_t Scheduler::wanted_tokens(const Seq& s, int64_t cached) const {
+  int64_t n = s.num_tokens() - s.computed - cached;
   const int64_t cap = config_.long_prefill_token_threshold;
   if (cap > 0 && n > cap) n = cap;
   return n;
@@ -261,9 +261,7 @@ void Scheduler::schedule_waiting(int64_t* budget) {
     std::vector<int32_t> hits;
     if (s.computed == 0) hits = cache_hits(slot);
     const int64_t hit_tokens = static_cast<int64_t>(hits.size()) * config_.block_size;
-    int64_t n = s.num_tokens() - s.computed - hit_tokens;
-    const int64_t cap = config_.long_prefill_token_threshold;
-    if (cap > 0 && n > cap) n = cap;
+    int64_t n = wanted_tokens(s, hit_tokens);
     if (!config_.enable_chunked_prefill && n > *budget) break;
     n = std::min(n, *budget);
     // New blocks for the tokens beyond the hits, and the hits that sit in the free queue.

@@ -161,8 +161,9 @@ class Scheduler {
     }
   };
 
-  /// Tokens `s` would compute now, before the budget cap.
-  int64_t wanted_tokens(const Seq& s) const;
+  /// Tokens `s` would compute now, before the budget cap, when `cached` more of its tokens come
+  /// from the prefix cache.
+  int64_t wanted_tokens(const Seq& s, int64_t cached = 0) const;
   /// Grows `s` to hold computed + new_tokens tokens; false when the free blocks do not suffice.
   bool allocate(Seq& s, int64_t new_tokens);
   /// The content key of block `j` of the request in `slot`.

@@ -28,6 +28,30 @@ Diagnostics validate_inputs(const std::vector<Request>& requests, const ServeCon
   return check_requests_fit(requests, config.scheduler, "requests");
 }
 
+/// Counts a step of `work`'s engine just planned in `sched` (KV use weighted by `weight`, the
+/// step's share of the engine's time) and, with `keep`, records it.
+void account_step(const EngineWork& work, const Scheduler& sched, const IterationBatch& b, int lane,
+                  double start, double duration, double weight, bool keep, EngineTimeline* tl) {
+  const double util =
+      static_cast<double>(sched.blocks_used()) / static_cast<double>(work.config->num_gpu_blocks);
+  tl->kv_weighted += util * weight;
+  tl->kv_plain += util;
+  tl->busy_s += weight;
+  tl->kv_max = std::max(tl->kv_max, util);
+  ++tl->iterations;
+  if (keep) {
+    tl->records.push_back({work.replica, work.pool, lane, start, duration, b.prefill_tokens,
+                           b.decode_tokens, b.num_seqs(), sched.num_running(),
+                           sched.blocks_used()});
+  }
+}
+
+/// Adds an engine's prefix-cache lookups, once it has finished, to the timeline.
+void add_prefix_stats(const Scheduler& sched, EngineTimeline* tl) {
+  tl->prefix_query_tokens += sched.prefix_query_tokens();
+  tl->prefix_hit_tokens += sched.prefix_hit_tokens();
+}
+
 /// Stamps the step [t, end] on the clocks of the requests in `batch`.
 void record_tokens(const IterationBatch& batch, double t, double end, EngineTimeline* tl) {
   for (int64_t p : batch.preempted) ++tl->clock[static_cast<size_t>(p)].preemptions;
@@ -93,7 +117,6 @@ Result<bool> run_engine(const EngineWork& work, bool keep_iterations, EngineTime
            "run_engine: " << work.pipeline_stages << " stages need a StageCost");
   Scheduler sched(*work.config);
   const auto stages = static_cast<size_t>(work.pipeline_stages);
-  const double blocks = static_cast<double>(work.config->num_gpu_blocks);
   std::vector<double> stage_s(1), stage_free(stages, 0.0);
   struct Flight {
     double start, end;
@@ -144,20 +167,9 @@ Result<bool> run_engine(const EngineWork& work, bool keep_iterations, EngineTime
           stage_free[st] = end;
         }
         flights.push_back({start, end});
-        // KV use weighted by the step's share of the engine's time (its mean stage time).
-        const double util = static_cast<double>(sched.blocks_used()) / blocks;
-        const double weight = total / static_cast<double>(stages);
-        tl->kv_weighted += util * weight;
-        tl->kv_plain += util;
-        tl->busy_s += weight;
-        tl->kv_max = std::max(tl->kv_max, util);
-        ++tl->iterations;
-        if (keep_iterations) {
-          tl->records.push_back({work.replica, work.pool,
-                                 static_cast<int>(launched % work.pipeline_stages), start,
-                                 end - start, batch.prefill_tokens, batch.decode_tokens,
-                                 batch.num_seqs(), sched.num_running(), sched.blocks_used()});
-        }
+        // Weighted by the step's share of the engine's time: its mean stage time.
+        account_step(work, sched, batch, static_cast<int>(launched % work.pipeline_stages), start,
+                     end - start, total / static_cast<double>(stages), keep_iterations, tl);
         ++launched;
         continue;
       }
@@ -171,8 +183,7 @@ Result<bool> run_engine(const EngineWork& work, bool keep_iterations, EngineTime
     }
     PX_CHECK(!sched.has_work(), "run_engine: work pending but nothing scheduled or in flight");
     if (next == work.mine.size()) {
-      tl->prefix_query_tokens += sched.prefix_query_tokens();
-      tl->prefix_hit_tokens += sched.prefix_hit_tokens();
+      add_prefix_stats(sched, tl);
       return true;
     }
     t = work.ready_s[next];
@@ -422,27 +433,12 @@ Result<bool> run_lockstep(const std::vector<EngineWork>& works, const LockstepCo
     const double end = t + dt;
     for (size_t r = 0; r < replicas; ++r) {
       if (batches[r] == nullptr) continue;
-      const double util = static_cast<double>(scheds[r].blocks_used()) /
-                          static_cast<double>(works[r].config->num_gpu_blocks);
-      tl->kv_weighted += util * dt;
-      tl->kv_plain += util;
-      tl->busy_s += dt;
-      tl->kv_max = std::max(tl->kv_max, util);
-      ++tl->iterations;
-      if (keep_iterations) {
-        const IterationBatch& b = *batches[r];
-        tl->records.push_back({works[r].replica, works[r].pool, 0, t, dt, b.prefill_tokens,
-                               b.decode_tokens, b.num_seqs(), scheds[r].num_running(),
-                               scheds[r].blocks_used()});
-      }
+      account_step(works[r], scheds[r], *batches[r], 0, t, dt, dt, keep_iterations, tl);
       record_tokens(scheds[r].update_from_output(nullptr), t, end, tl);
     }
     t = end;
   }
-  for (const Scheduler& s : scheds) {
-    tl->prefix_query_tokens += s.prefix_query_tokens();
-    tl->prefix_hit_tokens += s.prefix_hit_tokens();
-  }
+  for (const Scheduler& s : scheds) add_prefix_stats(s, tl);
   return true;
 }
 

@@ -49,6 +49,13 @@ int64_t StepShape::tokens() const {
   return t;
 }
 
+Deployment wide_ep_pool(const Deployment& d, int replicas) {
+  Deployment p = d;
+  p.dp = replicas;
+  p.ep = d.tp * replicas;
+  return p;
+}
+
 Diagnostics check_deployment(const ModelSpec& m, const Deployment& d, int gpus) {
   Diagnostics out;
   auto bad = [&](const char* field, std::string what, std::string hint = "") {
@@ -255,8 +262,7 @@ void add(StepCost::Parts* to, const StepCost::Parts& p, double times = 1) {
 
 }  // namespace
 
-StepCost::Parts StepCost::parts(const StepShape& s) const {
-  const Priced q = price(s);
+StepCost::Parts StepCost::sum(const Priced& q) const {
   Parts p;
   add(&p, q.dense, dense_layers_);
   add(&p, q.moe, moe_layers_);
@@ -265,6 +271,8 @@ StepCost::Parts StepCost::parts(const StepShape& s) const {
   add(&p, q.head);
   return p;
 }
+
+StepCost::Parts StepCost::parts(const StepShape& s) const { return sum(price(s)); }
 
 void StepCost::stage_times(const StepShape& s, std::vector<double>* stage_s) const {
   const Priced q = price(s);
@@ -342,11 +350,7 @@ double StepCost::lockstep_time_s(const std::vector<StepShape>& shapes) const {
   PX_CHECK(d_.wide_ep() && d_.pp == 1 && static_cast<int>(shapes.size()) == d_.dp,
            "StepCost::lockstep_time_s: " << shapes.size() << " shapes for dp=" << d_.dp
                                          << " ep=" << d_.ep << " pp=" << d_.pp);
-  auto own = [&](const StepShape& s) {
-    const Priced q = price(s, /*routed=*/false);
-    return dense_layers_ * q.dense.total() + moe_layers_ * q.moe.total() + q.embed.total() +
-           q.head.total();
-  };
+  auto own = [&](const StepShape& s) { return sum(price(s, /*routed=*/false)).total(); };
   double slowest = 0, tokens = 0, most = 0;
   for (const StepShape& s : shapes) {
     const auto t = static_cast<double>(s.tokens());

@@ -48,6 +48,10 @@ struct Deployment {
   bool wide_ep() const { return ep > tp; }
 };
 
+/// One pool of wide-ep `d` disaggregated: `replicas` of its replicas, the experts over their
+/// GPUs (ep = tp * replicas), as `serve --pd` and serve-plan run each pool.
+Deployment wide_ep_pool(const Deployment& d, int replicas);
+
 /// Every problem of `d` for `m` on `gpus` GPUs (0: not checked): degrees not dividing heads,
 /// KV heads, MLP widths or experts; ep not dividing tp; gpus != tp * pp * dp; settings out of
 /// range. Fields are named by their flags.
@@ -131,6 +135,8 @@ class StepCost {
   /// With `routed` false, the MoE layers leave out the routed experts (wide ep prices them over
   /// every replica's tokens).
   Priced price(const StepShape& s, bool routed = true) const;
+  /// The whole step from its pieces: every layer, the embedding, the sends, the head.
+  Parts sum(const Priced& q) const;
   /// One MoE layer's routed experts on this GPU: `tokens` routed over the expert-parallel group
   /// in all, `local` of them from this GPU's replica (wide ep: dispatched and combined).
   void routed_experts(double tokens, double local, Parts* p) const;
