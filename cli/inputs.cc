@@ -156,7 +156,9 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
       ->check(CLI::Range(0, 1))
       ->expected(0, 1)
       ->default_str("1");
-  cmd->add_option("--recompute", f->recompute, "activation recomputation: none | selective | full");
+  cmd->add_option("--recompute", f->recompute,
+                  "activation recomputation: none | selective (attention core, Megatron) | "
+                  "selective-op (every other matmul saved, TorchTitan) | full");
   cmd->add_option("--zero", f->zero, "ZeRO stage 0-3 (1 = distributed optimizer)");
   cmd->add_option("--fsdp", f->fsdp,
                   "PyTorch FSDP2 parameter sharding (1/0; the flag alone means 1)")
@@ -167,7 +169,8 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option("--precision", f->precision, "bf16 | fp8");
   cmd->add_option("--cp-comm", f->cp_comm, "context-parallel K/V exchange: ring | allgather");
   cmd->add_option("--attention", f->attention,
-                  "attention kernel: flash (fused) | unfused (materialised s x s scores)");
+                  "attention kernel: flash (fused; FlashAttention-3/cuDNN on Hopper) | flash2 "
+                  "(FlashAttention-2, PyTorch SDPA) | unfused (materialised s x s scores)");
   cmd->add_option("--overlap-tp-comm", f->overlap_tp, "overlap TP communication with GEMMs (1/0)")
       ->check(CLI::Range(0, 1))
       ->expected(0, 1)
@@ -253,11 +256,13 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
   if (f.overlap_tp >= 0) p->overlap_tp_comm = f.overlap_tp != 0;
   if (f.overlap_grad >= 0) p->overlap_grad_reduce = f.overlap_grad != 0;
   if (f.overlap_param >= 0) p->overlap_param_gather = f.overlap_param != 0;
-  flag_enum(f.recompute, "--recompute", parse_recompute, &p->recompute, "none, selective, full", d);
+  flag_enum(f.recompute, "--recompute", parse_recompute, &p->recompute,
+            "none, selective, selective-op, full", d);
   flag_enum(f.schedule, "--schedule", parse_schedule, &p->schedule, "1f1b, interleaved, zb-h1", d);
   flag_enum(f.precision, "--precision", parse_precision, &p->precision, "bf16, fp8", d);
   flag_enum(f.cp_comm, "--cp-comm", parse_cp_comm, &p->cp_comm, "ring, allgather", d);
-  flag_enum(f.attention, "--attention", parse_attention, &p->attention, "flash, unfused", d);
+  flag_enum(f.attention, "--attention", parse_attention, &p->attention, "flash, flash2, unfused",
+            d);
   if (f.vpp != kUnset && f.vpp > 1 && f.schedule.empty())
     p->schedule = ScheduleKind::kInterleaved1F1B;
 }

@@ -34,7 +34,10 @@ void add_plan_flags(CLI::App* cmd, PlanFlags* f) {
                   "the last two need --tokens");
   cmd->add_option("--tokens", f->tokens, "token budget to train, e.g. 15e12");
   cmd->add_option("--framework", f->framework,
-                  std::string("keep only plans this framework can run: ") + launch_target_names());
+                  std::string("keep only plans this framework can run, simulated as it runs them "
+                              "(torchtitan: per-op selective recompute, SDPA attention unless "
+                              "--attention says otherwise): ") +
+                      launch_target_names());
   cmd->add_option("--memory-headroom", f->memory_headroom,
                   "HBM to leave free, as a percentage (10%) or a fraction (0.1)");
   cmd->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree");
@@ -88,9 +91,13 @@ Result<ResolvedPlanRequest> resolve_plan_request(const LayoutFlags& layout, cons
     d.push_back({"--memory-headroom", "cannot read '" + f.memory_headroom + "'",
                  "a percentage like 10% or a fraction like 0.1"});
   if (!f.framework.empty()) {
-    if (auto t = parse_launch_target(f.framework))
+    if (auto t = parse_launch_target(f.framework)) {
       c.framework = *t;
-    else
+      // TorchTitan runs attention through PyTorch SDPA (FlashAttention-2 on Hopper).
+      if (*t == LaunchTarget::kTorchTitan && layout.attention.empty() &&
+          r.settings.attention == AttentionImpl::kFlash)
+        r.settings.attention = AttentionImpl::kFlash2;
+    } else
       d.push_back({"--framework", "unknown framework '" + f.framework + "'",
                    std::string("valid: ") + launch_target_names()});
   }

@@ -26,6 +26,9 @@ Diagnostics validate_profile(const HwProfile& p, const std::string& where) {
   if (p.fp8_tflops > 0) frac("fp8_gemm_efficiency", p.fp8_gemm_efficiency);
   frac("attention_fwd_efficiency", p.attention_fwd_efficiency);
   frac("attention_bwd_efficiency", p.attention_bwd_efficiency);
+  for (auto [f, v] : {std::pair{"fa2_attention_fwd_efficiency", p.fa2_attention_fwd_efficiency},
+                      {"fa2_attention_bwd_efficiency", p.fa2_attention_bwd_efficiency}})
+    if (v != 0) frac(f, v);
   pos("hbm_gib", p.hbm_gib);
   pos("hbm_bw_gbps", p.hbm_bw_gbps);
   frac("hbm_efficiency", p.hbm_efficiency);

@@ -79,7 +79,11 @@ struct HwProfile {
   double fp8_gemm_efficiency = 0;  ///< same for fp8
   double attention_fwd_efficiency = 0;  ///< fused (flash) attention forward, achieved/peak
   double attention_bwd_efficiency = 0;  ///< fused attention backward
-  double kernel_overhead_us = 0;        ///< per-kernel launch and tail overhead
+  /// FlashAttention-2 (PyTorch SDPA's flash backend) where it differs from the above (Hopper:
+  /// FA2 has no WGMMA/TMA path); 0 = the same kernel as `attention_*_efficiency`.
+  double fa2_attention_fwd_efficiency = 0;
+  double fa2_attention_bwd_efficiency = 0;
+  double kernel_overhead_us = 0;  ///< per-kernel launch and tail overhead
   int comm_sms = 0;  ///< SMs a collective occupies while it overlaps compute (NCCL channels)
 
   // Memory.

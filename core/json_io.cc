@@ -111,6 +111,7 @@ std::string JsonFields::string(const char* key, std::optional<std::string> fallb
 std::optional<Recompute> parse_recompute(const std::string& s) {
   if (s == "none") return Recompute::kNone;
   if (s == "selective") return Recompute::kSelective;
+  if (s == "selective-op") return Recompute::kSelectiveOp;
   if (s == "full") return Recompute::kFull;
   return std::nullopt;
 }
@@ -150,6 +151,7 @@ std::optional<CpComm> parse_cp_comm(const std::string& s) {
 
 std::optional<AttentionImpl> parse_attention(const std::string& s) {
   if (s == "flash") return AttentionImpl::kFlash;
+  if (s == "flash2") return AttentionImpl::kFlash2;
   if (s == "unfused") return AttentionImpl::kUnfused;
   return std::nullopt;
 }
@@ -260,6 +262,8 @@ constexpr NumField kNumFields[] = {
     {"fp8_gemm_efficiency", &HwProfile::fp8_gemm_efficiency, false},
     {"attention_fwd_efficiency", &HwProfile::attention_fwd_efficiency, true},
     {"attention_bwd_efficiency", &HwProfile::attention_bwd_efficiency, true},
+    {"fa2_attention_fwd_efficiency", &HwProfile::fa2_attention_fwd_efficiency, false},
+    {"fa2_attention_bwd_efficiency", &HwProfile::fa2_attention_bwd_efficiency, false},
     {"kernel_overhead_us", &HwProfile::kernel_overhead_us, false},
     {"hbm_gib", &HwProfile::hbm_gib, true},
     {"hbm_bw_gbps", &HwProfile::hbm_bw_gbps, true},
@@ -549,9 +553,10 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
     p.global_batch = bf.integer("global_batch", p.global_batch);
   }
   p.seq_len = f.integer("seq_len", p.seq_len);
-  read_enum(f, "recompute", parse_recompute, &p.recompute, "none, selective, full", &d);
+  read_enum(f, "recompute", parse_recompute, &p.recompute, "none, selective, selective-op, full",
+            &d);
   read_enum(f, "precision", parse_precision, &p.precision, "bf16, fp8", &d);
-  read_enum(f, "attention", parse_attention, &p.attention, "flash, unfused", &d);
+  read_enum(f, "attention", parse_attention, &p.attention, "flash, flash2, unfused", &d);
   if (const Json* o = f.object("overlap")) {
     JsonFields of(*o, where + "/overlap", &d);
     of.reject_unknown({"grad_reduce", "param_gather", "tp_comm"});

@@ -379,7 +379,7 @@ TEST(JsonIoScenario, UnknownNamesAreAllReportedWithTheValidList) {
   EXPECT_TRUE(mentions(d, "1f1b, interleaved, zb-h1")) << text(d);
   EXPECT_TRUE(mentions(d, "s.json:/recompute: unknown recompute")) << text(d);
   EXPECT_TRUE(mentions(d, "'partial'")) << text(d);
-  EXPECT_TRUE(mentions(d, "none, selective, full")) << text(d);
+  EXPECT_TRUE(mentions(d, "none, selective, selective-op, full")) << text(d);
   EXPECT_TRUE(mentions(d, "s.json:/precision: unknown precision 'fp4'")) << text(d);
   EXPECT_TRUE(mentions(d, "bf16, fp8")) << text(d);
 }

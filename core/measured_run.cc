@@ -68,7 +68,7 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
       r.recompute = *k;
     else
       d.push_back({f.path("recompute"), "unknown recompute mode '" + rc + "'",
-                   "valid: none, selective, full, null"});
+                   "valid: none, selective, selective-op, full, null"});
   }
   const std::string prec = f.string("precision", "bf16");
   if (auto k = parse_precision(prec))
@@ -131,6 +131,15 @@ ParallelPlan to_plan(const MeasuredRun& r) {
   p.fsdp = r.fsdp.value_or(false);
   p.zero_stage = r.distributed_optimizer.value_or(false) ? 1 : 0;
   p.precision = r.precision;
+  if (p.fsdp) {
+    // PyTorch FSDP: PyTorch's own stack (TorchTitan), as kFillRule says.
+    p.attention = AttentionImpl::kFlash2;
+    if (p.recompute == Recompute::kSelective) p.recompute = Recompute::kSelectiveOp;
+    const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
+    if (!r.micro_batch && p.pp > 1 && p.dp > 0 && r.global_batch % p.dp == 0 &&
+        (r.global_batch / p.dp) % stages == 0)
+      p.micro_batch = static_cast<int>(r.global_batch / p.dp / stages);
+  }
   return p;
 }
 

@@ -38,7 +38,12 @@ struct MeasuredRun {
 inline constexpr const char* kFillRule =
     "unknown fields: micro_batch=1; vpp=1 (1F1B); recompute=none; sequence_parallel=(tp>1); "
     "distributed_optimizer=false; fsdp=false; attention FLOPs counted 'full' when the record does "
-    "not say; overlap of gradient reduction and parameter gathering on, TP overlap off";
+    "not say; overlap of gradient reduction and parameter gathering on, TP overlap off. "
+    "Software stack: fused attention at the part's best kernel and Megatron's selective "
+    "recompute (the attention core), except in runs sharded with PyTorch FSDP (fsdp=true), which "
+    "ran PyTorch's own stack (TorchTitan): attention through SDPA (FlashAttention-2), "
+    "'selective' as per-op selective checkpointing, and an unknown micro_batch under pipelining "
+    "as local batch / (pp*vpp) (TorchTitan's default of one microbatch per pipeline stage)";
 
 /// Parses one record; `where` is e.g. "runs.jsonl:12".
 Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where);

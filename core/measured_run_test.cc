@@ -160,8 +160,41 @@ TEST(MeasuredRun, ToPlanKeepsWhatTheRecordSays) {
   EXPECT_TRUE(p.fsdp);
   EXPECT_EQ(p.zero_stage, 1);
   EXPECT_EQ(p.micro_batch, 2);
-  EXPECT_EQ(p.recompute, Recompute::kSelective);
+  EXPECT_EQ(p.recompute, Recompute::kSelectiveOp);  // FSDP: PyTorch's stack (fill rule)
   EXPECT_EQ(p.precision, Precision::kFp8);
+}
+
+// The software stack follows the record's sharding: Megatron's selective recompute and the best
+// fused attention unless the run was sharded with PyTorch FSDP, whose stack (TorchTitan) runs
+// SDPA, per-op selective checkpointing and one microbatch per pipeline stage by default.
+TEST(MeasuredRun, FsdpRecordsRunPyTorchsStack) {
+  Json j = Record();
+  j["parallel"]["dp"] = 4;
+  j["recompute"] = "selective";
+  const ParallelPlan megatron = to_plan(Parse(j));
+  EXPECT_EQ(megatron.recompute, Recompute::kSelective);
+  EXPECT_EQ(megatron.attention, AttentionImpl::kFlash);
+  EXPECT_EQ(megatron.micro_batch, 1);
+
+  j["parallel"]["fsdp"] = true;
+  const ParallelPlan torch = to_plan(Parse(j));
+  EXPECT_EQ(torch.recompute, Recompute::kSelectiveOp);
+  EXPECT_EQ(torch.attention, AttentionImpl::kFlash2);
+  EXPECT_EQ(torch.micro_batch, 8);  // 64 sequences / dp 4 = 16 a pipeline, over pp=2 stages
+
+  j["batch"]["micro_batch"] = 2;  // a given micro batch is kept
+  EXPECT_EQ(to_plan(Parse(j)).micro_batch, 2);
+  j["batch"]["micro_batch"] = nullptr;
+  j["batch"]["global_batch"] = 12;  // 3 a pipeline: no whole split over 2 stages
+  EXPECT_EQ(to_plan(Parse(j)).micro_batch, 1);
+  j["recompute"] = "full";
+  EXPECT_EQ(to_plan(Parse(j)).recompute, Recompute::kFull);
+}
+
+TEST(MeasuredRun, FillRuleTextNamesTheSoftwareStack) {
+  const std::string rule = kFillRule;
+  for (const char* s : {"fsdp=true", "FlashAttention-2", "per-op selective", "(pp*vpp)"})
+    EXPECT_NE(rule.find(s), std::string::npos) << s;
 }
 
 TEST(MeasuredRun, ToPlanNeverReadsTheMeasurement) {
@@ -236,7 +269,7 @@ TEST(MeasuredRun, UnknownNamesListTheValidOnes) {
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(mentions(r.errors(), "runs.jsonl:5:/recompute: unknown recompute")) << r.error_text();
   EXPECT_TRUE(mentions(r.errors(), "'partial'")) << r.error_text();
-  EXPECT_TRUE(mentions(r.errors(), "none, selective, full")) << r.error_text();
+  EXPECT_TRUE(mentions(r.errors(), "none, selective, selective-op, full")) << r.error_text();
   EXPECT_TRUE(mentions(r.errors(), "runs.jsonl:5:/precision: unknown precision 'int8'"))
       << r.error_text();
 }

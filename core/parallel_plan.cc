@@ -178,6 +178,8 @@ const char* to_string(Recompute r) {
       return "none";
     case Recompute::kSelective:
       return "selective";
+    case Recompute::kSelectiveOp:
+      return "selective-op";
     case Recompute::kFull:
       return "full";
   }
@@ -186,7 +188,17 @@ const char* to_string(Recompute r) {
 
 const char* to_string(CpComm c) { return c == CpComm::kRing ? "ring" : "allgather"; }
 
-const char* to_string(AttentionImpl a) { return a == AttentionImpl::kFlash ? "flash" : "unfused"; }
+const char* to_string(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::kFlash:
+      return "flash";
+    case AttentionImpl::kFlash2:
+      return "flash2";
+    case AttentionImpl::kUnfused:
+      return "unfused";
+  }
+  return "?";
+}
 
 const char* to_string(ScheduleKind s) {
   switch (s) {

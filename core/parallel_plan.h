@@ -12,7 +12,11 @@
 
 namespace parallax {
 
-enum class Recompute { kNone, kSelective, kFull };
+/// Activation recomputation: none; selective (Megatron: only the attention core is recomputed);
+/// selective-op (PyTorch's per-op selective checkpointing as TorchTitan runs it, `mode =
+/// "selective"`, `selective_ac_option = "op"`: the outputs of every other matmul and of attention
+/// are saved, everything else is recomputed); full (only each layer's input is kept).
+enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 /// Pipeline schedules: 1F1B (PipeDream-Flush), interleaved 1F1B (Megatron virtual stages), and
 /// ZB-H1 (Qi et al. 2024: backward split into input-gradient B and weight-gradient W).
 enum class ScheduleKind { k1F1B, kInterleaved1F1B, kZeroBubbleH1 };
@@ -20,9 +24,12 @@ enum class ScheduleKind { k1F1B, kInterleaved1F1B, kZeroBubbleH1 };
 /// attention (Megatron's default), or one all-gather before attention (and a reduce-scatter of
 /// their gradients after backward).
 enum class CpComm { kRing, kAllGather };
-/// The attention kernel: fused flash attention (no s x s matrix), or the unfused path of older
-/// stacks (batched QK^T GEMM, softmax over the materialised s x s scores, batched PV GEMM).
-enum class AttentionImpl { kFlash, kUnfused };
+/// The attention kernel: fused flash attention (no s x s matrix) at the best the part runs it
+/// (FlashAttention-3 or cuDNN on Hopper, as Transformer Engine picks); FlashAttention-2, which
+/// PyTorch's scaled_dot_product_attention runs on Hopper (no WGMMA/TMA, so slower there, the
+/// same kernel as `flash` on Ampere); or the unfused path of older stacks (batched QK^T GEMM,
+/// softmax over the materialised s x s scores, batched PV GEMM).
+enum class AttentionImpl { kFlash, kFlash2, kUnfused };
 
 struct ParallelPlan {
   int tp = 1, pp = 1, dp = 1, cp = 1;

@@ -140,6 +140,12 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout, PruneLedg
   if (layout.cp > 1 && !c.cp_comm) cp_comms = {CpComm::kRing, CpComm::kAllGather};
   if (c.cp_comm) cp_comms = {*c.cp_comm};
 
+  // Selective recompute as the framework runs it: TorchTitan's is per-op, Megatron's (and the
+  // default) the attention core.
+  std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  if (c.framework == LaunchTarget::kTorchTitan) recomputes[1] = Recompute::kSelectiveOp;
+  if (c.recompute) recomputes = {*c.recompute};
+
   for (int mbs : divisors(per_dp)) {
     if (pinned_out(c.mbs, mbs) || (c.max_mbs > 0 && mbs > c.max_mbs)) continue;
     const int64_t microbatches = per_dp / mbs;
@@ -150,8 +156,7 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout, PruneLedg
         ledger->reject("interleaved 1F1B needs microbatches divisible by pp", 1);
         continue;
       }
-      for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-        if (c.recompute && *c.recompute != rc) continue;
+      for (Recompute rc : recomputes) {
         for (bool sp : sps) {
           for (const Sharding& s : shardings) {
             for (CpComm cc : cp_comms) {

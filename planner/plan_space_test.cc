@@ -92,6 +92,28 @@ TEST(PlanSpace, FrameworkKeepsOnlyWhatItCanRun) {
   EXPECT_GT(pruned(s, "framework"), 0);
 }
 
+// Selective recompute as each framework runs it: TorchTitan's per-op checkpointing in place of
+// Megatron's attention-core recompute; a pinned mode is the only one.
+TEST(PlanSpace, SelectiveRecomputeIsTheFrameworksOwn) {
+  PlanRequest r = request("llama3.1-8b", 8, 32, 8192);
+  auto modes = [&] {
+    std::vector<Recompute> seen;
+    for (const ParallelPlan& p : enumerate_plans(r).candidates)
+      if (std::find(seen.begin(), seen.end(), p.recompute) == seen.end())
+        seen.push_back(p.recompute);
+    std::sort(seen.begin(), seen.end());
+    return seen;
+  };
+  EXPECT_EQ(modes(),
+            (std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}));
+  r.constraints.framework = LaunchTarget::kTorchTitan;
+  EXPECT_EQ(modes(),
+            (std::vector<Recompute>{Recompute::kNone, Recompute::kSelectiveOp, Recompute::kFull}));
+  r.constraints.recompute = Recompute::kSelectiveOp;
+  r.constraints.framework.reset();
+  EXPECT_EQ(modes(), (std::vector<Recompute>{Recompute::kSelectiveOp}));
+}
+
 TEST(PlanSpace, TpAcrossDomainsOnlyWhenAsked) {
   PlanRequest r = request("llama3.1-70b", 32, 64, 8192);
   r.constraints.tp = 16;

@@ -77,6 +77,78 @@ Dims rank_dims(const ModelSpec& m, const ParallelPlan& p) {
   return d;
 }
 
+/// One linear layer of a transformer layer as PyTorch runs it (one matmul), in forward order: the
+/// lowered GEMM op it belongs to (q, k and v share qkv_proj; gate and up share mlp_gate_up), and
+/// its rows, input and output features on one rank.
+struct Linear {
+  const char* op;
+  double rows, k, width;
+};
+
+std::vector<Linear> layer_linears(const ModelSpec& m, const ParallelPlan& p, int layer) {
+  const Dims d = rank_dims(m, p);
+  const double t = d.tokens, h = d.h;
+  std::vector<Linear> v;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    if (a.q_lora_rank > 0) {
+      v.push_back({"q_down", t, h, static_cast<double>(a.q_lora_rank)});
+      v.push_back({"q_up", t, static_cast<double>(a.q_lora_rank), d.q_heads * d.d_qk});
+    } else {
+      v.push_back({"q_proj", t, h, d.q_heads * d.d_qk});
+    }
+    v.push_back({"kv_down", t, h, static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim)});
+    v.push_back({"kv_up", t, static_cast<double>(a.kv_lora_rank),
+                 d.q_heads * (a.qk_nope_head_dim + a.v_head_dim)});
+  } else {
+    v.push_back({"qkv_proj", t, h, d.q_heads * d.d_qk});
+    v.push_back({"qkv_proj", t, h, d.kv_heads * d.d_qk});
+    v.push_back({"qkv_proj", t, h, d.kv_heads * d.d_v});
+  }
+  v.push_back({"out_proj", t, d.q_heads * d.d_v, h});
+  const bool glu = m.ffn_act == FfnAct::kSwiglu;
+  auto mlp = [&](const char* up, const char* down, double rows, double w) {
+    for (int i = 0; i < (glu ? 2 : 1); ++i) v.push_back({up, rows, h, w});
+    v.push_back({down, rows, w, h});
+  };
+  if (m.is_moe_layer(layer)) {
+    const MoeSpec& e = *m.moe;
+    v.push_back({"router", t / p.tp, h, static_cast<double>(e.experts)});
+    mlp(glu ? "experts_gate_up" : "experts_up", "experts_down", t / p.tp * e.top_k * p.etp,
+        static_cast<double>(e.expert_ffn_hidden) / p.etp);
+    if (e.shared_experts > 0)
+      mlp("shared_gate_up", "shared_down", t,
+          static_cast<double>(e.shared_experts) * e.expert_ffn_hidden / p.tp);
+  } else {
+    mlp(glu ? "mlp_gate_up" : "mlp_up", "mlp_down", t, static_cast<double>(m.ffn_hidden) / p.tp);
+  }
+  return v;
+}
+
+/// Per-op selective checkpointing (TorchTitan's `selective_ac_option = "op"`): counting a layer's
+/// matmuls in forward order, the 1st, 3rd, ... outputs are saved and the 2nd, 4th, ... recomputed.
+/// The share of each lowered GEMM op's forward that backward recomputes.
+std::vector<std::pair<std::string, double>> op_sac_recompute_share(
+    const std::vector<Linear>& linears) {
+  std::vector<std::pair<std::string, double>> share;  // op -> (recomputed, then share)
+  std::vector<double> total;
+  for (size_t i = 0; i < linears.size(); ++i) {
+    const Linear& l = linears[i];
+    auto it =
+        std::find_if(share.begin(), share.end(), [&](const auto& s) { return s.first == l.op; });
+    if (it == share.end()) {
+      share.emplace_back(l.op, 0.0);
+      total.push_back(0.0);
+      it = share.end() - 1;
+    }
+    const double size = l.rows * l.k * l.width;
+    total[static_cast<size_t>(it - share.begin())] += size;
+    if (i % 2 == 1) it->second += size;
+  }
+  for (size_t i = 0; i < share.size(); ++i) share[i].second /= total[i] > 0 ? total[i] : 1.0;
+  return share;
+}
+
 /// The ops of one pass, built op by op; backward mirrors forward.
 class LayerBuilder {
  public:
@@ -144,11 +216,12 @@ class LayerBuilder {
     const double bh = static_cast<double>(p_.micro_batch) * d_.q_heads;
     const int64_t sq = p_.seq_len / p_.cp, skv = p_.seq_len;
     const size_t fwd_before = fwd_.size(), bwd_before = bwd_in_.size();
-    if (p_.attention == AttentionImpl::kFlash) {
+    if (p_.attention != AttentionImpl::kUnfused) {
+      const bool fa2 = p_.attention == AttentionImpl::kFlash2;
       const KernelTime f = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false,
-                                              attention_precision());
+                                              attention_precision(), fa2);
       const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true,
-                                              attention_precision());
+                                              attention_precision(), fa2);
       fwd_.push_back(compute_op("attention", f));
       bwd_in_.push_back(compute_op("attention.bwd", b));
     } else {
@@ -396,8 +469,10 @@ class LayerBuilder {
   }
 
   /// Moves the ops built so far into the passes, settling FSDP overlap against layer compute.
+  /// `sac_share`: under selective-op recompute, the share of each GEMM op's forward recomputed.
   void flush_layer(PassCost* fwd, PassCost* bwd_in, PassCost* bwd_w, PassCost* recompute_into,
-                   Recompute rc) {
+                   Recompute rc,
+                   const std::vector<std::pair<std::string, double>>& sac_share = {}) {
     const double f_compute = sum(fwd_), b_compute = sum(bwd_in_) + sum(bwd_w_);
     for (auto& op : fwd_) fwd->add(op);
     if (rc == Recompute::kFull && recompute_into) {
@@ -407,6 +482,26 @@ class LayerBuilder {
       }
     } else if (rc == Recompute::kSelective && recompute_into) {
       for (auto op : core_fwd_) {
+        op.name += ".recompute";
+        recompute_into->add(op);
+      }
+    } else if (rc == Recompute::kSelectiveOp && recompute_into) {
+      // Every compute op but the saved matmul outputs and fused attention (whose output is
+      // saved); the unfused core's batched GEMMs and softmax are not matmuls PyTorch saves.
+      // Collectives are not replayed.
+      const bool fused = p_.attention != AttentionImpl::kUnfused;
+      for (auto op : fwd_) {
+        if (op.category != CostCategory::kCompute) continue;
+        const bool core = std::any_of(core_fwd_.begin(), core_fwd_.end(),
+                                      [&](const OpCost& c) { return c.name == op.name; });
+        if (core && fused) continue;
+        auto it = std::find_if(sac_share.begin(), sac_share.end(),
+                               [&](const auto& s) { return s.first == op.name; });
+        const double share = it == sac_share.end() ? 1.0 : it->second;
+        if (share <= 0) continue;
+        op.time_s *= share;
+        op.busy_s *= share;
+        op.flops *= share;
         op.name += ".recompute";
         recompute_into->add(op);
       }
@@ -515,6 +610,15 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   const double t = d.tokens, tsp = d.tokens_sp, h = d.h;
   if (p.recompute == Recompute::kFull) return tsp * h * act_bytes(p);  // only the layer input
   const double qh = d.q_heads, kvh = d.kv_heads, dqk = d.d_qk, dv = d.d_v;
+  const bool fused = p.attention != AttentionImpl::kUnfused;
+  if (p.recompute == Recompute::kSelectiveOp) {
+    // The layer input, the saved matmul outputs, and fused attention's output and statistics.
+    const std::vector<Linear> lin = layer_linears(m, p, layer);
+    double bytes = tsp * h * act_bytes(p);
+    for (size_t i = 0; i < lin.size(); i += 2) bytes += lin[i].rows * lin[i].width * act_bytes(p);
+    if (fused) bytes += t * qh * dv * act_bytes(p) + t * qh * kFp32;
+    return bytes;
+  }
   // Attention block: norm input and output (sharded with SP), Q, K, V, the attention output
   // (the out-projection input), and the softmax statistics (flash: fp32 per head and token) or
   // the s x s probabilities (unfused: bf16, Korthikanti's 2as/h term; with dropout also its
@@ -526,7 +630,7 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   // recompute too (Korthikanti et al.: SP + selective = 34 sbh / t).
   double attn = 2 * tsp * h * act_bytes(p) + t * (qh * dqk + kvh * (dqk + dv)) * act_bytes(p) +
                 drop * tsp * h + t * qh * dv * act_bytes(p);
-  if (p.attention == AttentionImpl::kFlash) {
+  if (fused) {
     attn += t * qh * kFp32;
   } else if (!selective) {
     attn += (act_bytes(p) + drop * (1 + act_bytes(p))) * qh * t * static_cast<double>(p.seq_len);
@@ -596,12 +700,17 @@ const LayerPasses& layer_passes(const ModelSpec& m, const ParallelPlan& p, Layer
     b.moe_mlp();
   else
     b.dense_mlp(m.ffn_hidden);
-  b.flush_layer(&lp.forward, &lp.bwd_in, &lp.bwd_w, &lp.recompute, p.recompute);
+  b.flush_layer(&lp.forward, &lp.bwd_in, &lp.bwd_w, &lp.recompute, p.recompute,
+                p.recompute == Recompute::kSelectiveOp
+                    ? op_sac_recompute_share(layer_linears(m, p, layer))
+                    : std::vector<std::pair<std::string, double>>{});
   lp.act_bytes = layer_activation_bytes(m, p, layer);
   lp.weight_input_bytes = layer_weight_input_bytes(m, p, layer);
   ParallelPlan none = p;
   none.recompute = Recompute::kNone;
-  const double remat = p.recompute == Recompute::kFull ? layer_activation_bytes(m, none, layer) : 0;
+  // Full and selective-op recompute rematerialise one layer's dropped activations at a time.
+  const bool remats = p.recompute == Recompute::kFull || p.recompute == Recompute::kSelectiveOp;
+  const double remat = remats ? layer_activation_bytes(m, none, layer) - lp.act_bytes : 0;
   lp.working_bytes = remat + backward_workspace_bytes(m, p, layer);
   return lp;
 }
@@ -716,6 +825,16 @@ double step_flops(const ModelSpec& m, const ParallelPlan& p, bool causal, bool w
   double total = 3 * (layer_fwd + attn_fwd + logits_fwd);
   if (with_recompute && p.recompute == Recompute::kFull) total += layer_fwd + attn_fwd;
   if (with_recompute && p.recompute == Recompute::kSelective) total += attn_fwd;
+  if (with_recompute && p.recompute == Recompute::kSelectiveOp) {
+    // The recomputed matmuls of one sequence on one unsharded rank, per token.
+    ParallelPlan one = p;
+    one.tp = one.cp = one.etp = one.micro_batch = 1;
+    for (int l = 0; l < m.layers; ++l) {
+      const std::vector<Linear> lin = layer_linears(m, one, l);
+      for (size_t i = 1; i < lin.size(); i += 2)
+        total += 2 * lin[i].rows * lin[i].k * lin[i].width / s;
+    }
+  }
   return total * tokens;
 }
 

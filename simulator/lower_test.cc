@@ -342,5 +342,62 @@ TEST(Lower, DropoutAndUnfusedAttentionGiveKorthikantiExactly) {
   EXPECT_NE(find_op(st[0].forward, "attn_dropout"), nullptr);
 }
 
+// Per-op selective checkpointing (TorchTitan's selective_ac_option = "op") on a GPT layer: the
+// matmuls in forward order are q, k, v, out, up, down; the 1st, 3rd and 5th outputs (q, v, up:
+// h + h + 4h) are saved, with the layer input and flash attention's output and statistics:
+// s b h (2 + 2 * 6 + 2) + 4 a s b. k, out and down (h^2 + h^2 + 4 h^2 of weights) are recomputed,
+// and every memory-bound op, but not attention.
+TEST(Lower, SelectiveOpSavesEveryOtherMatmul) {
+  const ModelSpec m = gpt();
+  const ParallelPlan p = plan(1, false, Recompute::kSelectiveOp);
+  const double s = 2048, b = 2, h = 1024, a = 16, l = 4;
+  expect_rel(layer_activation_bytes(m, p, 0), s * b * h * 16 + 4 * a * s * b);
+
+  const auto sac = lower(m, p);
+  const auto none = lower(m, plan(1, false, Recompute::kNone));
+  ASSERT_EQ(sac.size(), 1u);
+  expect_rel(sac[0].backward.flops - none[0].backward.flops, 2 * s * b * l * 6 * h * h);
+  EXPECT_EQ(find_op(sac[0].backward, "attention.recompute"), nullptr);
+  EXPECT_EQ(find_op(sac[0].backward, "mlp_up.recompute"), nullptr);
+  ASSERT_NE(find_op(sac[0].backward, "mlp_down.recompute"), nullptr);
+  ASSERT_NE(find_op(sac[0].backward, "out_proj.recompute"), nullptr);
+  ASSERT_NE(find_op(sac[0].backward, "gelu.recompute"), nullptr);
+  const OpCost* qkv = find_op(sac[0].forward, "qkv_proj");
+  const OpCost* qkv_re = find_op(sac[0].backward, "qkv_proj.recompute");
+  ASSERT_NE(qkv_re, nullptr);
+  expect_rel(qkv_re->flops, qkv->flops / 3);  // k of q, k, v
+
+  // Hardware FLOPs add the recomputed matmuls: 2 B s l (6 h^2).
+  const double bb = 8, v = 32000;
+  expect_rel(step_flops(m, p, false, true),
+             3 * (24 * bb * s * l * h * h + 4 * bb * s * s * l * h + 2 * bb * s * h * v) +
+                 12 * bb * s * l * h * h);
+}
+
+// FlashAttention-2 runs at the profile's fa2 efficiencies where it gives them (Hopper), and as
+// the default fused kernel where it does not.
+TEST(Lower, FlashAttention2UsesItsOwnEfficiencies) {
+  const ModelSpec m = gpt(1);
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.seq_len = 8192;  // compute-bound, so the time scales with the efficiency
+  HwProfile hw = round_profile();
+  auto attention_s = [&](const ParallelPlan& q, const char* op, bool bwd) {
+    const auto st = lower_stages(m, q, hw, RankMap(q, hw.scale_up_domain));
+    return find_op(bwd ? st[0].backward : st[0].forward, op)->time_s;
+  };
+  const double fwd = attention_s(p, "attention", false),
+               bwd = attention_s(p, "attention.bwd", true);
+  p.attention = AttentionImpl::kFlash2;
+  EXPECT_DOUBLE_EQ(attention_s(p, "attention", false), fwd);
+  hw.fa2_attention_fwd_efficiency = 0.25;  // half the default 0.5
+  hw.fa2_attention_bwd_efficiency = 0.2;   // half of 0.4
+  expect_rel(attention_s(p, "attention", false), 2 * fwd);
+  expect_rel(attention_s(p, "attention.bwd", true), 2 * bwd);
+  // Same stored activations as the default fused kernel.
+  ParallelPlan flash = p;
+  flash.attention = AttentionImpl::kFlash;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 0), layer_activation_bytes(m, flash, 0));
+}
+
 }  // namespace
 }  // namespace parallax

@@ -153,7 +153,7 @@ TEST(CliSimulate, UnknownEnumValueListsTheValidOnes) {
   const CliRun r = Parallax("simulate --recompute partial --schedule gpipe");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--recompute: unknown value 'partial'")) << r;
-  EXPECT_TRUE(Has(r, "none, selective, full")) << r;
+  EXPECT_TRUE(Has(r, "none, selective, selective-op, full")) << r;
   EXPECT_TRUE(Has(r, "--schedule: unknown value 'gpipe'")) << r;
   EXPECT_TRUE(Has(r, "1f1b, interleaved, zb-h1")) << r;
 }

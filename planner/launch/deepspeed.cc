@@ -125,6 +125,11 @@ std::vector<std::string> deepspeed_notes(const LaunchRequest& r) {
     notes.push_back(
         "recompute=selective is model code: checkpoint the core attention of each "
         "layer; no DeepSpeed setting selects it.");
+  else if (p.recompute == Recompute::kSelectiveOp)
+    notes.push_back(
+        "recompute=selective-op is model code: wrap each layer in torch.utils.checkpoint with "
+        "a selective policy (torch.utils.checkpoint.create_selective_checkpoint_contexts) that "
+        "saves every other matmul output and the attention output.");
   notes.push_back(
       "Optimizer, scheduler and data settings are not part of the plan: add your "
       "own.");

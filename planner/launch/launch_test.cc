@@ -252,6 +252,13 @@ TEST(LaunchMegatron, ZeroThreeRunsAsMegatronFsdp) {
   EXPECT_TRUE(has_line(s, "--overlap-grad-reduce \\")) << s;
 }
 
+TEST(LaunchMegatron, RefusesPerOpSelectiveRecompute) {
+  ParallelPlan p = llama8b_plan(4);
+  p.recompute = Recompute::kSelectiveOp;
+  expect_refused(LaunchTarget::kMegatron, request("llama3.1-8b", p),
+                 "plan/parallel/recompute: Megatron-LM has no per-op selective checkpointing");
+}
+
 TEST(LaunchMegatron, RefusesZeroBubbleSchedule) {
   ParallelPlan p = llama8b_plan(4);
   p.pp = 2;
@@ -439,8 +446,10 @@ TEST(LaunchDeepSpeed, ReportsEveryProblemAndEmitRefusesWithThem) {
 // ---- TorchTitan -------------------------------------------------------------------------------
 
 TEST(LaunchTorchTitan, Llama8bFsdpMatchesGolden) {
-  const std::string s =
-      emitted(LaunchTarget::kTorchTitan, request("llama3.1-8b", llama8b_fsdp_plan()));
+  ParallelPlan p = llama8b_fsdp_plan();
+  p.recompute = Recompute::kSelectiveOp;  // as TorchTitan runs it
+  p.attention = AttentionImpl::kFlash2;
+  const std::string s = emitted(LaunchTarget::kTorchTitan, request("llama3.1-8b", p));
   expect_golden("torchtitan_llama3.1-8b_fsdp.toml", s);
   for (const char* line :
        {"[training]", "local_batch_size = 2", "global_batch_size = 256", "seq_len = 8192",
@@ -449,6 +458,23 @@ TEST(LaunchTorchTitan, Llama8bFsdpMatchesGolden) {
         "mode = \"selective\"", "selective_ac_option = \"op\""})
     EXPECT_TRUE(has_line(s, line)) << line << "\n" << s;
   EXPECT_FALSE(contains(s, "[compile]")) << s;
+}
+
+// A plan simulated with Megatron's selective recompute or the fastest fused attention still
+// launches, with notes that TorchTitan runs per-op checkpointing and SDPA instead.
+TEST(LaunchTorchTitan, NotesWhereTheRunDiffersFromTheSimulatedPlan) {
+  ParallelPlan p = llama8b_fsdp_plan();
+  p.recompute = Recompute::kSelective;
+  p.attention = AttentionImpl::kFlash;
+  const std::string s = emitted(LaunchTarget::kTorchTitan, request("llama3.1-8b", p));
+  EXPECT_TRUE(has_line(s, "selective_ac_option = \"op\"")) << s;
+  EXPECT_TRUE(contains(s, "--recompute selective-op")) << s;
+  EXPECT_TRUE(contains(s, "--attention flash2")) << s;
+  p.recompute = Recompute::kSelectiveOp;
+  p.attention = AttentionImpl::kFlash2;
+  const std::string t = emitted(LaunchTarget::kTorchTitan, request("llama3.1-8b", p));
+  EXPECT_FALSE(contains(t, "--recompute selective-op")) << t;
+  EXPECT_FALSE(contains(t, "--attention flash2")) << t;
 }
 
 TEST(LaunchTorchTitan, PipelineStagesFollowThePlansSplitAndSchedule) {

@@ -153,6 +153,12 @@ bool uses_megatron_fsdp(const ParallelPlan& p) { return p.fsdp || p.zero_stage >
 void check_megatron(const LaunchRequest& r, RuleSink& sink) {
   const ParallelPlan& p = r.plan;
   const ModelSpec& m = r.model;
+  if (p.recompute == Recompute::kSelectiveOp)
+    sink.refuse("recompute",
+                "Megatron-LM has no per-op selective checkpointing (selective-op is PyTorch's, "
+                "as TorchTitan runs it)",
+                "use --recompute selective (--recompute-granularity selective: the attention "
+                "core), full or none");
   if (p.schedule == ScheduleKind::kZeroBubbleH1)
     sink.refuse("schedule", "Megatron-LM has no zero-bubble (ZB-H1) pipeline schedule",
                 "its schedules are 1F1B and interleaved 1F1B: use --schedule 1f1b or interleaved");

@@ -98,8 +98,8 @@ std::string activation_checkpoint_section(const ParallelPlan& p) {
   switch (p.recompute) {
     case Recompute::kNone:
       return s + "\"none\"\n";
-    case Recompute::kSelective:
-      // Per-op selective checkpointing: TorchTitan's analogue of recomputing attention only.
+    case Recompute::kSelective:  // the nearest TorchTitan has; torchtitan_notes says so
+    case Recompute::kSelectiveOp:
       return s + "\"selective\"\nselective_ac_option = \"op\"\n";
     case Recompute::kFull:
       return s + "\"full\"\n";
@@ -173,6 +173,17 @@ std::vector<std::string> torchtitan_notes(const LaunchRequest& r) {
         "module_fqns_per_model_part uses TorchTitan's decoder module names "
         "(tok_embeddings, layers.N, norm, output) and reproduces parallax's layer "
         "split.");
+  if (p.recompute == Recompute::kSelective)
+    notes.push_back(
+        "TorchTitan's selective checkpointing is per-op (every other matmul output and attention "
+        "saved, the rest recomputed), not the plan's recompute of the attention core: it uses "
+        "less memory and recomputes more. Simulate with --recompute selective-op for its time "
+        "and memory.");
+  if (p.attention == AttentionImpl::kFlash)
+    notes.push_back(
+        "TorchTitan runs attention through PyTorch SDPA (FlashAttention-2 on Hopper); the plan "
+        "was simulated with the part's fastest fused kernel: simulate with --attention flash2 "
+        "for TorchTitan's time.");
   if (p.tp > 1 && p.overlap_tp_comm)
     notes.push_back(
         "Async tensor parallelism works only under torch.compile: [compile] is "

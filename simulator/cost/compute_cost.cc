@@ -169,7 +169,8 @@ KernelTime ComputeCost::fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t w
 }
 
 KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk,
-                                  int64_t d_v, bool causal, bool backward, Precision p) const {
+                                  int64_t d_v, bool causal, bool backward, Precision p,
+                                  bool fa2) const {
   KernelTime t;
   const double fwd =
       2.0 * batch_heads * s_q * s_kv * static_cast<double>(d_qk + d_v) * (causal ? 0.5 : 1.0);
@@ -179,7 +180,11 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
   const double elem = p == Precision::kFp32 ? 4.0 : 2.0;
   t.bytes =
       elem * batch_heads * (s_q * (d_qk + d_v) + s_kv * (d_qk + d_v)) * (backward ? 2.0 : 1.0);
-  if (!hw_.attention_samples.empty()) {
+  const double fa2_eff =
+      fa2 ? (backward ? hw_.fa2_attention_bwd_efficiency : hw_.fa2_attention_fwd_efficiency) : 0;
+  if (fa2_eff > 0) {
+    count(TableUse::kAttention, CostSource::kAnalytical);
+  } else if (!hw_.attention_samples.empty()) {
     const double tflops =
         measured_attention_tflops(hw_.attention_samples, s_kv, (d_qk + d_v) / 2, backward);
     t.source = tflops > 0 ? CostSource::kMeasured : CostSource::kOutsideTable;
@@ -191,7 +196,9 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
   } else {
     count(TableUse::kAttention, CostSource::kAnalytical);
   }
-  const double eff = backward ? hw_.attention_bwd_efficiency : hw_.attention_fwd_efficiency;
+  const double eff = fa2_eff > 0 ? fa2_eff
+                     : backward  ? hw_.attention_bwd_efficiency
+                                 : hw_.attention_fwd_efficiency;
   const double compute_s = t.flops / (hw_.peak_tflops(p) * kTera * eff);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
   t.time_s = std::max(compute_s, memory_s) + hw_.kernel_overhead_us * kUs;

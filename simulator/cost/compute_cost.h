@@ -82,8 +82,12 @@ class ComputeCost {
   /// With a measured attention table (profile attention_samples): the achieved TFLOP/s of the
   /// nearest head size, interpolated in log(seq) between the two nearest sequence lengths
   /// (s_kv); outside the measured lengths the analytical model answers.
+  /// `fa2`: FlashAttention-2 (PyTorch SDPA) at the profile's fa2_attention_*_efficiency when it
+  /// gives one (a measured table times the part's own fused kernel, not FA2); otherwise the same
+  /// kernel as the default.
   KernelTime attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
-                       bool causal, bool backward, Precision p = Precision::kBf16) const;
+                       bool causal, bool backward, Precision p = Precision::kBf16,
+                       bool fa2 = false) const;
 
   /// Decode attention (FlashDecoding-style): sequences with one new query token each against
   /// `kv_tokens` cached tokens in all, `q_heads` query heads reading a cache of
