@@ -127,10 +127,16 @@ class Pass {
   }
   // Tokens of the microbatch over the context-parallel group.
   int64_t moe_tokens() const { return n_ * cp_.size; }
+  // Split experts whose tp ranks route their own rows (sequence parallelism) gather the rows
+  // over the group and return whole outputs and input gradients; without sequence parallelism
+  // they see the same rows on every tp rank and leave partial sums to be all-reduced.
+  bool experts_gathered() const { return sp_ && ep_.tensor > 1; }
+  bool experts_partial() const { return !sp_ && ep_.tensor > 1; }
   MoeConfig moe_config() const {
     const MoeShape& m = shape_.moe;
-    return {m.experts,     m.top_k,          m.expert_ffn_hidden / ep_.tensor,
-            shape_.hidden, m.aux_loss_coeff, moe_tokens()};
+    return {m.experts,         m.top_k,          m.expert_ffn_hidden / ep_.tensor,
+            shape_.hidden,     m.aux_loss_coeff, moe_tokens(),
+            experts_gathered()};
   }
   void forward_block(int64_t layer, BlockActs<T>& a);
   /// Adds the block's K and V to the cache and attends to it.
@@ -420,7 +426,8 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
   norm_all_rows(h_, b.mlp_norm, a.rstd_mlp);
   if (b.router >= 0) {
     // Without sequence parallelism every tp rank runs its ep rank's experts on the same rows;
-    // with it, each on its own rows (the router statistics then summed over tp as well).
+    // with it, each routes its own rows (the router statistics then summed over tp as well),
+    // which split experts gather over tp around their GEMMs.
     const auto& stats = sp_ ? sp_stats_ : cp_.size > 1 ? cp_.all_reduce : no_stats_;
     moe_forward<T>(moe_config(), ep_, stats, sp_ ? xs_ : xn_, moe_weights(p, layout_, b), a.moe,
                    moe_out_);
@@ -428,7 +435,7 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
   }
   if (b.w_gate >= 0) forward_mlp(b, a);
   if (b.router >= 0) {
-    if (ep_.tensor > 1) ep_.tensor_all_reduce(moe_out_span());  // split experts: partial sums
+    if (experts_partial()) ep_.tensor_all_reduce(moe_out_span());  // partial sums
     h_ += moe_out_;
   }
 }
@@ -594,7 +601,7 @@ void Pass<T>::backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> gr
     // h_ is the stream gradient of the rank's rows: all of them without sequence parallelism.
     moe_backward<T>(moe_config(), ep_, sp_ ? xs_ : xn_, h_, aux_weight, moe_weights(p, layout_, b),
                     moe_weights(grads, layout_, b), a.moe, moe_out_);
-    if (ep_.tensor > 1) ep_.tensor_all_reduce(moe_out_span());  // the input gradient's parts
+    if (experts_partial()) ep_.tensor_all_reduce(moe_out_span());  // the gradient's parts
   }
   if (b.w_gate >= 0) {
     backward_mlp(b, a, dy, grads);

@@ -74,17 +74,17 @@ inline bool decays(const TensorSlot& s) { return !s.name.ends_with("norm"); }
 /// Each block's forward ends, and its backward's input gradient ends, in an all-reduce (sum)
 /// over the group, which `all_reduce` performs in place on every rank alike.
 ///
-/// With `sequence_parallel` (Megatron's sequence parallelism, size > 1, dense layers only) the
-/// residual stream is split by rows instead of replicated: of a pass's n = batch * seq rows the
-/// rank holds rows [rank * n / size, (rank + 1) * n / size) (size must divide n), and runs the
-/// norms, the embedding lookup, the output layer and the loss on those rows only. Each norm's
-/// output is all-gathered before the column-parallel projections (and again in backward, as
-/// Megatron recomputes it), each row-parallel projection's partial output is reduce-scattered
-/// instead of all-reduced, and in backward the stream's gradient is all-gathered and the input
-/// gradient reduce-scattered. A stage's input and output (StagePass) are then the rank's rows;
-/// the loss a rank returns is its rows' share, and the gradients of the replicated tensors
-/// (embedding, norms, output layer) are its rows' contributions: summed over the group (the
-/// trainer does it once per step) they are the whole model's.
+/// With `sequence_parallel` (Megatron's sequence parallelism, size > 1) the residual stream is
+/// split by rows instead of replicated: of a pass's n = batch * seq rows the rank holds rows
+/// [rank * n / size, (rank + 1) * n / size) (size must divide n), and runs the norms, the
+/// embedding lookup, the output layer and the loss on those rows only. Each norm's output is
+/// all-gathered before the column-parallel projections (and again in backward, as Megatron
+/// recomputes it), each row-parallel projection's partial output is reduce-scattered instead of
+/// all-reduced, and in backward the stream's gradient is all-gathered and the input gradient
+/// reduce-scattered. A stage's input and output (StagePass) are then the rank's rows; the loss a
+/// rank returns is its rows' share, and the gradients of the replicated tensors (embedding,
+/// norms, output layer) are its rows' contributions: summed over the group (the trainer does it
+/// once per step) they are the whole model's. MoE layers route each rank's rows (ExpertParallel).
 template <typename T>
 struct TensorParallel {
   int size = 1, rank = 0;
@@ -140,6 +140,21 @@ struct ExpertParallel {
   /// group is the tensor-parallel rank. 1: every tensor-parallel rank holds its experts whole.
   int tensor = 1;
   std::function<void(std::span<T>)> tensor_all_reduce;
+  /// Split experts under sequence parallelism, where each tensor-parallel rank routes its own
+  /// rows: the rows an expert received from the ep group are all-gathered over the tensor group
+  /// before its GEMMs and the partial outputs reduce-scattered back (Megatron's ETP all-gather
+  /// and reduce-scatter; in backward, the mirror). Blocks differ in size: rank r contributes
+  /// counts[r] values, in rank order; tensor_all_gather_counts gives every rank's `mine` (the
+  /// same number of values on each) in rank order. Needed when tensor > 1, the tensor-parallel
+  /// group is sequence-parallel and the stage has MoE layers.
+  std::function<void(std::span<const T> mine, std::span<const int64_t> counts, std::span<T> out)>
+      tensor_all_gather{};
+  /// Sums `full` over the tensor group and leaves this rank's block (counts[rank] values after
+  /// the earlier ranks' blocks) in `out`.
+  std::function<void(std::span<const T> full, std::span<const int64_t> counts, std::span<T> out)>
+      tensor_reduce_scatter{};
+  std::function<void(std::span<const int64_t> mine, std::span<int64_t> out)>
+      tensor_all_gather_counts{};
 };
 
 /// The part of the model a pipeline stage holds: blocks [first_layer, end_layer) (end_layer -1:
@@ -206,7 +221,8 @@ class Transformer {
   /// kv_heads (hence heads), ffn_hidden (when a layer is dense) and the shared experts' width,
   /// and all_reduce must be set when tp.size > 1. ep splits the routed experts (ep.size must
   /// divide experts); cp.all_reduce and ep's all-to-alls are needed when the stage has MoE
-  /// layers and the group has more than one rank.
+  /// layers and the group has more than one rank, and ep's tensor gathers when, besides, the
+  /// experts are split (ep.tensor > 1) under sequence parallelism.
   explicit Transformer(const ModelShape& shape, TensorParallel<T> tp = {}, StageRange stage = {},
                        ContextParallel<T> cp = {}, ExpertParallel<T> ep = {});
 

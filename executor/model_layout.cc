@@ -156,8 +156,10 @@ Transformer<T>::Transformer(const ModelShape& shape, TensorParallel<T> tp, Stage
            "expert parallelism needs an all-to-all and an all-to-all of counts");
   PX_CHECK(!tp_.sequence_parallel || tps == 1 || (tp_.all_gather && tp_.reduce_scatter),
            "sequence parallelism needs an all-gather and a reduce-scatter");
-  PX_CHECK(!tp_.sequence_parallel || moe.experts == 0 || ep_.tensor == 1,
-           "sequence parallelism of MoE layers with split experts (etp > 1) is not executed");
+  PX_CHECK(!stage_moe || !tp_.sequence_parallel || ep_.tensor == 1 ||
+               (ep_.tensor_all_gather && ep_.tensor_reduce_scatter && ep_.tensor_all_gather_counts),
+           "sequence parallelism with split experts needs the expert tensor group's all-gather, "
+           "reduce-scatter and all-gather of counts");
 
   using enum Split;
   int64_t index = 0;  // in the whole model's layout

@@ -362,16 +362,30 @@ class ThreadGroup {
     sync_.arrive_and_wait();
   }
   void all_gather(int rank, std::span<const double> local, std::span<double> out) {
-    slots_[static_cast<size_t>(rank)] = local;
-    sync_.arrive_and_wait();
-    for (int r = 0; r < n_; ++r)
-      std::copy(slots_[r].begin(), slots_[r].end(), out.begin() + r * local.size());
-    sync_.arrive_and_wait();
+    gather(slots_, rank, local, out);
   }
   void reduce_scatter(int rank, std::span<const double> full, std::span<double> out) {
     std::vector<double> sum = reduce(rank, full, rank * out.size(), out.size());
     std::copy(sum.begin(), sum.end(), out.begin());
     sync_.arrive_and_wait();
+  }
+  // Unequal blocks: rank r contributes counts[r] values.
+  void all_gather(int rank, std::span<const double> mine, std::span<const int64_t> counts,
+                  std::span<double> out) {
+    EXPECT_EQ(static_cast<int64_t>(mine.size()), counts[static_cast<size_t>(rank)]);
+    gather(slots_, rank, mine, out);
+  }
+  void reduce_scatter(int rank, std::span<const double> full, std::span<const int64_t> counts,
+                      std::span<double> out) {
+    const auto from =
+        static_cast<size_t>(std::accumulate(counts.begin(), counts.begin() + rank, int64_t{0}));
+    std::vector<double> sum = reduce(rank, full, from, out.size());
+    std::copy(sum.begin(), sum.end(), out.begin());
+    sync_.arrive_and_wait();
+  }
+  // Every rank's `mine` (the same number of values on each) in rank order.
+  void all_gather_counts(int rank, std::span<const int64_t> mine, std::span<int64_t> out) {
+    gather(counts_, rank, mine, out);
   }
   // Rank r's send_counts[q] values (consecutive in rank order) go to rank q.
   void all_to_all(int rank, std::span<const double> send, std::span<const int64_t> send_counts,
@@ -403,6 +417,17 @@ class ThreadGroup {
   }
 
  private:
+  // Every rank's `mine` (through `slots`) one after the other, in rank order, into `out`.
+  template <typename V>
+  void gather(std::vector<std::span<const V>>& slots, int rank, std::span<const V> mine,
+              std::span<V> out) {
+    slots[static_cast<size_t>(rank)] = mine;
+    sync_.arrive_and_wait();
+    auto at = out.begin();
+    for (const std::span<const V>& s : slots) at = std::copy(s.begin(), s.end(), at);
+    EXPECT_EQ(at, out.end());
+    sync_.arrive_and_wait();
+  }
   // Every rank's x[from, from + count), summed; leaves the ranks synchronised after reading.
   std::vector<double> reduce(int rank, std::span<const double> x, size_t from, size_t count) {
     slots_[static_cast<size_t>(rank)] = x;
@@ -1086,6 +1111,85 @@ void ExpectMoeTensorShards(bool split_experts) {
 TEST(TensorParallel, MoeShardsReproduceTheWholeModel) { ExpectMoeTensorShards(false); }
 
 TEST(TensorParallel, SplitExpertsReproduceTheWholeModel) { ExpectMoeTensorShards(true); }
+
+// Sequence parallelism in MoE layers: each tp rank routes its own rows (the router statistics
+// summed over tp). Split experts gather those rows over tp around their GEMMs and reduce-scatter
+// the partial outputs back, mirrored in backward (Megatron's ETP all-gather and reduce-scatter).
+// The ranks' losses, and their gradients of the tensors each holds whole, sum to the whole
+// model's; the gradients of split tensors are the whole model's blocks.
+void ExpectMoeSequenceParallelSums(bool split_experts) {
+  const int tp = 2;
+  const ModelShape shape = moe_shape(false);
+  const Transformer<double> whole(shape);
+  const std::vector<double> p = rich_params(whole, 111);
+  std::vector<double> g(p.size(), 0.0);
+  const int64_t batch = 2, seq = 9;  // 18 rows, 9 a rank
+  const std::vector<int32_t> tokens = random_tokens(batch * (seq + 1), shape.vocab, 112);
+  const double loss = whole.loss_and_grad(p, tokens, batch, seq, 0.5, g);
+  // The ranks give the experts blocks of different sizes: some expert gets more of one rank's
+  // rows than of the other's (one MoE layer; slots of token t at t * top_k.., rank r's tokens
+  // from r * rows).
+  const Routing routed = routing<double>(whole, p, tokens, batch, seq);
+  const int64_t e_count = shape.moe.experts, slots_per_rank = shape.moe.top_k * batch * seq / tp;
+  std::vector<int> count(static_cast<size_t>(tp * e_count), 0);
+  for (size_t s = 0; s < routed.experts.size(); ++s)
+    ++count[static_cast<int64_t>(s) / slots_per_rank * e_count + routed.experts[s]];
+  EXPECT_FALSE(std::equal(count.begin(), count.begin() + e_count, count.begin() + e_count));
+
+  ThreadGroup group(tp);
+  std::vector<double> losses(tp);
+  std::vector<std::vector<double>> grads(tp), want(tp);
+  std::vector<std::vector<TensorSlot>> layouts(tp);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tp; ++r) {
+    threads.emplace_back([&, r] {
+      ExpertParallel<double> ep;
+      if (split_experts) {
+        ep.tensor = tp;
+        ep.tensor_all_reduce = [&group, r](std::span<double> x) { group(r, x); };
+        ep.tensor_all_gather = [&group, r](std::span<const double> x,
+                                           std::span<const int64_t> counts, std::span<double> out) {
+          group.all_gather(r, x, counts, out);
+        };
+        ep.tensor_reduce_scatter =
+            [&group, r](std::span<const double> x, std::span<const int64_t> counts,
+                        std::span<double> out) { group.reduce_scatter(r, x, counts, out); };
+        ep.tensor_all_gather_counts = [&group, r](std::span<const int64_t> x,
+                                                  std::span<int64_t> out) {
+          group.all_gather_counts(r, x, out);
+        };
+      }
+      const Transformer<double> m(shape, sequence_parallel(group, tp, r), StageRange{}, {}, ep);
+      layouts[r] = m.layout();
+      want[r] = pick_blocks(m, whole, g);
+      grads[r].assign(static_cast<size_t>(m.num_params()), 0.0);
+      losses[r] = m.loss_and_grad(pick_blocks(m, whole, p), tokens, batch, seq, 0.5, grads[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_NEAR(losses[0] + losses[1], loss, 1e-12 * loss);
+  int experts_split = 0;
+  for (int r = 0; r < tp; ++r) {
+    double worst = 0;
+    for (const TensorSlot& t : layouts[static_cast<size_t>(r)]) {
+      experts_split += t.expert && !t.replicated;
+      for (int64_t i = t.offset; i < t.offset + t.size(); ++i) {
+        const double got = t.replicated ? grads[0][i] + grads[1][i] : grads[r][i];
+        worst = std::max(worst, std::abs(got - want[r][i]) / std::max(1.0, std::abs(want[r][i])));
+      }
+    }
+    EXPECT_LT(worst, 1e-12) << "rank " << r;
+  }
+  EXPECT_EQ(experts_split, split_experts ? 2 * 3 : 0);  // gate, up, down on each rank
+}
+
+TEST(TensorParallel, MoeSequenceParallelRanksSumToTheWholeModel) {
+  ExpectMoeSequenceParallelSums(false);
+}
+
+TEST(TensorParallel, SplitExpertsSequenceParallelRanksSumToTheWholeModel) {
+  ExpectMoeSequenceParallelSums(true);
+}
 
 // Two stages of a model whose layers are both MoE: the head's cross-entropy plus each stage's
 // aux() is the whole model's objective, and the gradients (the first stage's load-balancing

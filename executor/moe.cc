@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -34,23 +35,115 @@ RowMatrix<T> all_to_all_rows(const ExpertParallel<T>& ep, RowMatrix<T> send,
   return recv;
 }
 
+/// m's row i moved to row perm[i]; and back (row i taken from row perm[i]).
+template <typename T>
+RowMatrix<T> permute_rows(const RowMatrix<T>& m, const std::vector<int64_t>& perm) {
+  RowMatrix<T> out(m.rows(), m.cols());
+  for (int64_t i = 0; i < m.rows(); ++i) out.row(perm[static_cast<size_t>(i)]) = m.row(i);
+  return out;
+}
+template <typename T>
+RowMatrix<T> unpermute_rows(const RowMatrix<T>& m, const std::vector<int64_t>& perm) {
+  RowMatrix<T> out(m.rows(), m.cols());
+  for (int64_t i = 0; i < m.rows(); ++i) out.row(i) = m.row(perm[static_cast<size_t>(i)]);
+  return out;
+}
+
 /// Received rows (source-major: each source's rows grouped by local expert) in expert-major
 /// order, row i going to perm[i]; and back. With one rank the two orders are the same.
 template <typename T>
 RowMatrix<T> to_expert_major(const ExpertParallel<T>& ep, RowMatrix<T> m,
                              const std::vector<int64_t>& perm) {
   if (ep.size == 1) return m;
-  RowMatrix<T> out(m.rows(), m.cols());
-  for (int64_t i = 0; i < m.rows(); ++i) out.row(perm[static_cast<size_t>(i)]) = m.row(i);
-  return out;
+  return permute_rows(m, perm);
 }
 template <typename T>
 RowMatrix<T> to_source_major(const ExpertParallel<T>& ep, RowMatrix<T> m,
                              const std::vector<int64_t>& perm) {
   if (ep.size == 1) return m;
-  RowMatrix<T> out(m.rows(), m.cols());
-  for (int64_t i = 0; i < m.rows(); ++i) out.row(i) = m.row(perm[static_cast<size_t>(i)]);
-  return out;
+  return unpermute_rows(m, perm);
+}
+
+/// Rows that `ranks` sources send to `local` experts, counts[r * local + l] from source r to
+/// expert l, laid out expert-major (each expert's rows from every source, in source order):
+/// the rows from each source, the offsets of each expert's rows (local + 1), and where each
+/// source-major row (each source's rows grouped by expert) goes.
+void lay_out(const std::vector<int64_t>& counts, int64_t ranks, int64_t local,
+             std::vector<int64_t>& source_rows, std::vector<int64_t>& expert_rows,
+             std::vector<int64_t>& perm) {
+  const auto at = [local](int64_t r, int64_t l) { return static_cast<size_t>(r * local + l); };
+  source_rows.assign(static_cast<size_t>(ranks), 0);
+  expert_rows.assign(static_cast<size_t>(local + 1), 0);
+  for (int64_t r = 0; r < ranks; ++r) {
+    for (int64_t l = 0; l < local; ++l) {
+      source_rows[static_cast<size_t>(r)] += counts[at(r, l)];
+      expert_rows[static_cast<size_t>(l + 1)] += counts[at(r, l)];
+    }
+  }
+  for (int64_t l = 0; l < local; ++l)
+    expert_rows[static_cast<size_t>(l + 1)] += expert_rows[static_cast<size_t>(l)];
+  std::vector<int64_t> cursor(expert_rows.begin(), expert_rows.end() - 1);
+  perm.clear();
+  for (int64_t r = 0; r < ranks; ++r)
+    for (int64_t l = 0; l < local; ++l)
+      for (int64_t i = 0; i < counts[at(r, l)]; ++i)
+        perm.push_back(cursor[static_cast<size_t>(l)]++);
+}
+
+// Split experts under sequence parallelism (MoeConfig::gather_tensor): the ranks of the tensor
+// group hold different rows for the same experts, each rank a column block of their weights.
+
+/// The values of each tensor rank's rows of `cols` columns (a.tensor_rows).
+template <typename T>
+std::vector<int64_t> tensor_counts(const MoeActs<T>& a, int64_t cols) {
+  std::vector<int64_t> counts(a.tensor_rows.size());
+  for (size_t r = 0; r < counts.size(); ++r) counts[r] = a.tensor_rows[r] * cols;
+  return counts;
+}
+
+/// Every tensor rank's `m` (its received rows, expert-major), gathered in the experts' order
+/// (expert-major over the group, a.tensor_perm).
+template <typename T>
+RowMatrix<T> gather_rows(const ExpertParallel<T>& ep, const MoeActs<T>& a, const RowMatrix<T>& m) {
+  const std::vector<int64_t> counts = tensor_counts(a, m.cols());
+  RowMatrix<T> all(std::accumulate(a.tensor_rows.begin(), a.tensor_rows.end(), int64_t{0}),
+                   m.cols());
+  ep.tensor_all_gather(std::span<const T>(m.data(), static_cast<size_t>(m.size())), counts,
+                       std::span<T>(all.data(), static_cast<size_t>(all.size())));
+  return permute_rows(all, a.tensor_perm);
+}
+
+/// The reverse of gather_rows: `m` (the group's rows in the experts' order) summed over the
+/// group, this rank's `rows` of it.
+template <typename T>
+RowMatrix<T> scatter_rows(const ExpertParallel<T>& ep, const MoeActs<T>& a, const RowMatrix<T>& m,
+                          int64_t rows) {
+  const RowMatrix<T> all = unpermute_rows(m, a.tensor_perm);
+  RowMatrix<T> mine(rows, m.cols());
+  ep.tensor_reduce_scatter(std::span<const T>(all.data(), static_cast<size_t>(all.size())),
+                           tensor_counts(a, m.cols()),
+                           std::span<T>(mine.data(), static_cast<size_t>(mine.size())));
+  return mine;
+}
+
+/// a.x, this rank's received rows, becomes the group's: the rows each rank holds for each local
+/// expert exchanged, the gathered rows laid out (a.tensor_rows, a.tensor_perm, a.expert_rows).
+template <typename T>
+void gather_expert_rows(const ExpertParallel<T>& ep, int64_t local, MoeActs<T>& a) {
+  std::vector<int64_t> mine(static_cast<size_t>(local)),
+      all(static_cast<size_t>(local * ep.tensor));
+  for (int64_t l = 0; l < local; ++l)
+    mine[static_cast<size_t>(l)] =
+        a.expert_rows[static_cast<size_t>(l + 1)] - a.expert_rows[static_cast<size_t>(l)];
+  ep.tensor_all_gather_counts(mine, all);
+  lay_out(all, ep.tensor, local, a.tensor_rows, a.expert_rows, a.tensor_perm);
+  a.x = gather_rows(ep, a, a.x);
+}
+
+/// Rows this rank received from the ep group.
+template <typename T>
+int64_t received_rows(const MoeActs<T>& a) {
+  return std::accumulate(a.recv_rows.begin(), a.recv_rows.end(), int64_t{0});
 }
 
 /// Softmax over the experts, top-k (ties to the lower index) and the renormalised gates.
@@ -126,23 +219,7 @@ void plan_dispatch(const MoeConfig& c, const ExpertParallel<T>& ep, MoeActs<T>& 
   } else {
     ep.all_to_all_counts(counts, a.recv);
   }
-  a.recv_rows.assign(ranks, 0);
-  a.expert_rows.assign(static_cast<size_t>(local + 1), 0);
-  for (size_t r = 0; r < ranks; ++r) {
-    for (int64_t l = 0; l < local; ++l) {
-      const int64_t rows = a.recv[r * static_cast<size_t>(local) + static_cast<size_t>(l)];
-      a.recv_rows[r] += rows;
-      a.expert_rows[static_cast<size_t>(l + 1)] += rows;
-    }
-  }
-  for (int64_t l = 0; l < local; ++l)
-    a.expert_rows[static_cast<size_t>(l + 1)] += a.expert_rows[static_cast<size_t>(l)];
-  std::vector<int64_t> cursor(a.expert_rows.begin(), a.expert_rows.end() - 1);
-  a.perm.clear();
-  for (size_t r = 0; r < ranks; ++r)
-    for (int64_t l = 0; l < local; ++l)
-      for (int64_t i = 0; i < a.recv[r * static_cast<size_t>(local) + static_cast<size_t>(l)]; ++i)
-        a.perm.push_back(cursor[static_cast<size_t>(l)]++);
+  lay_out(a.recv, ep.size, local, a.recv_rows, a.expert_rows, a.perm);
 }
 
 }  // namespace
@@ -162,6 +239,7 @@ void moe_forward(const MoeConfig& c, const ExpertParallel<T>& ep,
   for (size_t i = 0; i < a.order.size(); ++i)
     send.row(static_cast<int64_t>(i)) = xn.row(a.order[i] / k);
   a.x = to_expert_major(ep, all_to_all_rows(ep, std::move(send), a.send_rows, a.recv_rows), a.perm);
+  if (c.gather_tensor) gather_expert_rows(ep, local, a);  // Megatron's ETP all-gather
 
   // The local experts, each over its rows from every source.
   const int64_t rows_in = a.x.rows();
@@ -184,6 +262,8 @@ void moe_forward(const MoeConfig& c, const ExpertParallel<T>& ep,
     y.middleRows(r0, rows).noalias() = act.middleRows(r0, rows) * w.down.middleCols(l * h, h);
   }
 
+  // The partial outputs summed over the tensor group, each rank's rows back to it.
+  if (c.gather_tensor) y = scatter_rows(ep, a, y, received_rows(a));
   // Combine: the outputs back to their tokens' ranks (the reverse exchange), then gated sums.
   const RowMatrix<T> back =
       all_to_all_rows(ep, to_source_major(ep, std::move(y), a.perm), a.recv_rows, a.send_rows);
@@ -213,11 +293,14 @@ void moe_backward(const MoeConfig& c, const ExpertParallel<T>& ep, const ops::Co
   }
   for (int64_t slot = 0; slot < n * k; ++slot)
     d_gates(slot / k, slot % k) = dout.row(slot / k).dot(a.y.row(slot));
-  // Split experts give partial outputs, hence partial gate gradients: summed over the group.
-  if (ep.tensor > 1)
+  // Split experts give partial outputs, hence partial gate gradients: summed over the group
+  // (gathered rows had their outputs summed in forward).
+  const bool partial = ep.tensor > 1 && !c.gather_tensor;
+  if (partial)
     ep.tensor_all_reduce(std::span<T>(d_gates.data(), static_cast<size_t>(d_gates.size())));
-  const RowMatrix<T> dy =
+  RowMatrix<T> dy =
       to_expert_major(ep, all_to_all_rows(ep, std::move(send), a.send_rows, a.recv_rows), a.perm);
+  if (c.gather_tensor) dy = gather_rows(ep, a, dy);  // the mirror of the outputs' scatter
 
   // The experts' backward, over the rows they received.
   const int64_t rows_in = a.x.rows();
@@ -247,6 +330,7 @@ void moe_backward(const MoeConfig& c, const ExpertParallel<T>& ep, const ops::Co
     dx.middleRows(r0, rows).noalias() = dg * w.gate.middleRows(l * h, h).transpose();
     dx.middleRows(r0, rows).noalias() += du * w.up.middleRows(l * h, h).transpose();
   }
+  if (c.gather_tensor) dx = scatter_rows(ep, a, dx, received_rows(a));  // the inputs' mirror
   const RowMatrix<T> back =
       all_to_all_rows(ep, to_source_major(ep, std::move(dx), a.perm), a.recv_rows, a.send_rows);
 
@@ -277,7 +361,7 @@ void moe_backward(const MoeConfig& c, const ExpertParallel<T>& ep, const ops::Co
   dxn.noalias() = dz * w.router.transpose();
   // Under expert tensor parallelism the caller sums dxn over the group (the experts' part is
   // partial): each rank carries its share of the router's part, which every rank has whole.
-  if (ep.tensor > 1) dxn *= static_cast<T>(1.0 / ep.tensor);
+  if (partial) dxn *= static_cast<T>(1.0 / ep.tensor);
   for (size_t i = 0; i < a.order.size(); ++i)
     dxn.row(a.order[i] / k) += back.row(static_cast<int64_t>(i));
 }

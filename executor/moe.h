@@ -44,11 +44,17 @@ struct MoeActs {
   std::vector<int64_t> send_rows, recv_rows;  ///< rows sent to / received from each ep rank
   std::vector<int64_t> recv;                  ///< rows each ep rank sent to each local expert
   std::vector<int64_t> expert_rows;  ///< local + 1 offsets of each local expert's rows in x
-  std::vector<int64_t> perm;         ///< received row i (source-major) is row perm[i] of x
-  ops::RowMatrix<T> x;               ///< the rows this rank's experts received, expert-major
-  ops::RowMatrix<T> gate, up;        ///< x's expert projections, before SwiGLU
-  std::vector<double> fraction;      ///< f_e over the microbatch
-  double aux = 0;                    ///< the load-balancing loss of this layer and microbatch
+  /// Received row i (source-major) is row perm[i] of the received rows in expert-major order.
+  std::vector<int64_t> perm;
+  /// Under MoeConfig::gather_tensor: the received rows of each tensor-parallel rank, and where
+  /// each gathered row (rank-major) goes in x; empty otherwise.
+  std::vector<int64_t> tensor_rows, tensor_perm;
+  /// The rows this rank's experts run on, expert-major: those it received (under gather_tensor,
+  /// those of every rank of the tensor group).
+  ops::RowMatrix<T> x;
+  ops::RowMatrix<T> gate, up;    ///< x's expert projections, before SwiGLU
+  std::vector<double> fraction;  ///< f_e over the microbatch
+  double aux = 0;                ///< the load-balancing loss of this layer and microbatch
 };
 
 /// Routing hyper-parameters and the layer's place.
@@ -57,6 +63,12 @@ struct MoeConfig {
   double aux_coeff = 0;
   /// Tokens of the microbatch over every context-parallel rank (the f_e, P_e denominators).
   int64_t tokens = 0;
+  /// Split experts (ep.tensor > 1) whose tensor-parallel ranks route different rows (sequence
+  /// parallelism): the experts' rows are gathered over the tensor group and their outputs
+  /// reduce-scattered back, so outputs, gate gradients and input gradients come out whole.
+  /// Otherwise, with split experts, every rank of the group routes the same rows and the caller
+  /// sums out and dxn over the group.
+  bool gather_tensor = false;
 };
 
 /// out = sum over each token's top-k experts of gate * expert(xn) (assigned), xn being this
@@ -71,7 +83,8 @@ void moe_forward(const MoeConfig& c, const ExpertParallel<T>& ep,
 /// Given dout = d(objective)/d(out): g += the weights' gradients, dxn = d(objective)/d(xn)
 /// (assigned), where the objective counts the load-balancing loss as aux_weight * a.aux. The
 /// gradient of aux reaches the router through P_e only (f_e counts choices, a step function):
-/// d aux / d probs[t, e] = coeff * E * f_e / N. Every ep rank must call it (the all-to-alls).
+/// d aux / d probs[t, e] = coeff * E * f_e / N. Every ep rank must call it (the all-to-alls),
+/// and under c.gather_tensor every rank of the tensor group (the gathers).
 template <typename T>
 void moe_backward(const MoeConfig& c, const ExpertParallel<T>& ep, const ops::ConstMatrixRef<T>& xn,
                   const ops::ConstMatrixRef<T>& dout, T aux_weight,

@@ -112,9 +112,6 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
                      " and ffn_hidden=" + std::to_string(shape.ffn_hidden),
                  "each tensor-parallel rank holds whole KV heads and an equal MLP share"});
   if (o.sequence_parallel && o.tp > 1) {
-    if (shape.moe.experts > 0 && o.etp > 1)
-      d.push_back({"--sp", "sequence parallelism with split experts (etp > 1) is not executed yet",
-                   "--etp 1 with --sp 1, or --sp 0"});
     if (o.cp >= 1 && o.seq % o.cp == 0 && (o.micro_batch * (o.seq / o.cp)) % o.tp != 0)
       d.push_back({"--sp",
                    "tp=" + std::to_string(o.tp) + " must divide a microbatch's " +
@@ -242,20 +239,32 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                               if (comm_errors.empty()) comm_errors = cp_group.all_reduce_sum(x);
                             }};
   cp.balanced = true;  // Megatron's two-chunk split
-  ExpertParallel<float> ep{o.ep,
-                           ep_group.rank(),
-                           [&](std::span<const float> send, std::span<const int64_t> sc,
-                               std::span<float> recv, std::span<const int64_t> rc) {
-                             if (comm_errors.empty())
-                               comm_errors = ep_group.all_to_all(send, sc, recv, rc);
-                           },
-                           [&](std::span<const int64_t> send, std::span<int64_t> recv) {
-                             if (comm_errors.empty()) comm_errors = ep_group.all_to_all(send, recv);
-                           },
-                           o.etp,
-                           [&](std::span<float> x) {
-                             if (comm_errors.empty()) comm_errors = tp_group.all_reduce_sum(x);
-                           }};
+  ExpertParallel<float> ep{
+      o.ep,
+      ep_group.rank(),
+      [&](std::span<const float> send, std::span<const int64_t> sc, std::span<float> recv,
+          std::span<const int64_t> rc) {
+        if (comm_errors.empty()) comm_errors = ep_group.all_to_all(send, sc, recv, rc);
+      },
+      [&](std::span<const int64_t> send, std::span<int64_t> recv) {
+        if (comm_errors.empty()) comm_errors = ep_group.all_to_all(send, recv);
+      },
+      o.etp,
+      [&](std::span<float> x) {
+        if (comm_errors.empty()) comm_errors = tp_group.all_reduce_sum(x);
+      },
+      [&](std::span<const float> x, std::span<const int64_t> counts, std::span<float> out) {
+        if (comm_errors.empty()) comm_errors = tp_group.all_gather(x, counts, out);
+      },
+      [&](std::span<const float> x, std::span<const int64_t> counts, std::span<float> out) {
+        if (comm_errors.empty()) comm_errors = tp_group.reduce_scatter_sum(x, counts, out);
+      },
+      [&](std::span<const int64_t> mine, std::span<int64_t> out) {
+        // An all-gather of counts: the same values to every rank.
+        std::vector<int64_t> send;
+        for (int r = 0; r < o.tp; ++r) send.insert(send.end(), mine.begin(), mine.end());
+        if (comm_errors.empty()) comm_errors = tp_group.all_to_all(send, out);
+      }};
   // This rank's model chunks: chunk c is virtual stage c * pp + me.pp (Megatron's interleaving),
   // its parameters at offsets[c] of one flat buffer.
   const int64_t per_stage = shape.layers / stages;

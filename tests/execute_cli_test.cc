@@ -186,6 +186,10 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   // tp), as Megatron requires for MoE with tp.
   ExpectLosses(e, 2, moe + " --gpus 2 --tp 2 --sp 1");
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --sp 1 --zero 1");
+  // Split experts under sequence parallelism: the rows the tp ranks routed to an expert are
+  // all-gathered over tp before its GEMMs and its partial outputs reduce-scattered back.
+  ExpectLosses(e, 2, moe + " --gpus 2 --tp 2 --etp 2 --sp 1");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --etp 2 --sp 1 --zero 1");
 
   // A tied embedding split between the first and the last stage, interleaved.
   std::ofstream(dir.file("tied.json"))
@@ -310,11 +314,13 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   std::ofstream(dir.file("moe.json"))
       << R"({"name": "moe", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
              "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256,
-             "moe": {"experts": 4, "top_k": 2, "expert_ffn_hidden": 64, "dense_layers": 1}})";
+             "moe": {"experts": 4, "top_k": 2, "expert_ffn_hidden": 63, "dense_layers": 1}})";
   r = Parallax("execute --model " + Quote(dir.file("moe.json")) +
                " --gpus 2 --tp 2 --etp 2 --sp 1 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "--sp: sequence parallelism with split experts (etp > 1) is not executed yet"))
+  EXPECT_TRUE(Has(r,
+                  "--etp: etp=2 splits the experts: it needs a MoE model whose expert width "
+                  "(63) it divides"))
       << r;
   r = Parallax("execute" + model + " --gpus 3 --cp 3 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
