@@ -190,6 +190,7 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   // all-gathered over tp before its GEMMs and its partial outputs reduce-scattered back.
   ExpectLosses(e, 2, moe + " --gpus 2 --tp 2 --etp 2 --sp 1");
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --etp 2 --sp 1 --zero 1");
+  ExpectLosses(e, 4, moe + " --gpus 4 --cp 2 --tp 2 --etp 2 --sp 1");  // statistics over tp, cp
 
   // A tied embedding split between the first and the last stage, interleaved.
   std::ofstream(dir.file("tied.json"))
