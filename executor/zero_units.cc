@@ -226,11 +226,12 @@ Diagnostics SplitShards::reduce_packed(const Kind& k, int64_t a, int64_t b,
   }
   const std::vector<int64_t> counts = k.counts(a, b);
   const int64_t mine = counts[static_cast<size_t>(k.group->rank())];
-  part_.resize(static_cast<size_t>(mine));
-  if (Diagnostics d = k.group->reduce_scatter_sum(in, counts, part_); !d.empty()) return d;
+  // Per call, not kept: between steps the heap hands its pages to the activations.
+  std::vector<float> part(static_cast<size_t>(mine));
+  if (Diagnostics d = k.group->reduce_scatter_sum(in, counts, part); !d.empty()) return d;
   if (mine == 0) return {};
   float* out = slice.data() + k.at + (std::max(a, k.first) - k.first);
-  for (int64_t i = 0; i < mine; ++i) out[i] += part_[static_cast<size_t>(i)];
+  for (int64_t i = 0; i < mine; ++i) out[i] += part[static_cast<size_t>(i)];
   return {};
 }
 
@@ -240,12 +241,13 @@ Diagnostics SplitShards::gather_packed(const Kind& k, int64_t a, int64_t b,
   const int64_t mine = counts[static_cast<size_t>(k.group->rank())];
   const int64_t lo = std::max(a, k.first);
   std::span<const float> part;
+  std::vector<float> packed;  // this rank's values when they are not read from `own`
   if (mine > 0 && !own.empty()) {
     part = own.subspan(static_cast<size_t>(k.at + (lo - k.first)), static_cast<size_t>(mine));
   } else {
-    part_.resize(static_cast<size_t>(mine));
-    if (mine > 0) pack(k, lo, params, part_);
-    part = part_;
+    packed.resize(static_cast<size_t>(mine));
+    if (mine > 0) pack(k, lo, params, packed);
+    part = packed;
   }
   const int64_t flat = contiguous(k, a, b);
   if (flat >= 0)

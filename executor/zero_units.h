@@ -156,7 +156,7 @@ class SplitShards {
   template <typename F>
   static void each_run(const Kind& k, int64_t a, int64_t b, F f);
   Kind dense_, expert_;
-  std::vector<float> bucket_, part_;
+  std::vector<float> bucket_;
   int64_t dense_mine_ = 0, expert_mine_ = 0;
   std::vector<SliceRun> runs_;
 };
