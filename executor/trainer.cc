@@ -100,9 +100,6 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
                      "whose expert width (" + std::to_string(shape.moe.expert_ffn_hidden) +
                      ") it divides",
                  "--etp 1"});
-  if (o.ep > 1 && o.shard_gradients)
-    d.push_back({"--zero", "ZeRO-2/3 with expert parallelism is not executed yet",
-                 "--zero 1 (the distributed optimizer) or 0 with --ep"});
   if (o.vpp > 1 && o.pp == 1)
     d.push_back({"--vpp", "interleaving needs a pipeline (pp > 1)", "--vpp 1"});
   if (shape.kv_heads % o.tp != 0 || shape.ffn_hidden % o.tp != 0)
@@ -279,8 +276,9 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     offsets.push_back(n);
     n += chunks.back().num_params();
   }
-  // The distributed optimizer with expert parallelism (SplitShards): the dense values shard over
-  // the data group, the routed experts' over the ranks holding the same experts.
+  // The distributed optimizer (and ZeRO-2/3) with expert parallelism (SplitShards): the dense
+  // values shard over the data group, the routed experts' over the ranks holding the same
+  // experts.
   std::optional<SplitShards> split;
   if (o.shard_optimizer && o.ep > 1) {
     std::vector<std::pair<int64_t, int64_t>> runs[2];  // dense, expert
@@ -302,17 +300,15 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   const int64_t padded = dp_sharded ? slice * data_size : n;
   const int64_t first = dp_sharded ? data_rank * slice : 0;
   const int64_t owned = std::clamp<int64_t>(n - first, 0, slice);  // real parameters in the slice
-  // Calls f(a, b) for the positions [a, b) of this rank's slice that hold the flat values
-  // [x, y).
+  // This rank's slice as runs of the flat buffers: one unless the slice is split.
+  const std::vector<SliceRun> slice_runs =
+      split ? split->runs() : std::vector<SliceRun>{{first, 0, owned}};
+  // Calls f(a, b, flat) for the positions [a, b) of this rank's slice that hold flat values of
+  // [x, y), position a holding flat value `flat`.
   auto in_slice = [&](int64_t x, int64_t y, const auto& f) {
-    if (!split) {
-      const int64_t a = std::max(first, x), b = std::min(first + owned, y);
-      if (a < b) f(a - first, b - first);
-      return;
-    }
-    for (const SliceRun& r : split->runs()) {
+    for (const SliceRun& r : slice_runs) {
       const int64_t a = std::max(r.flat, x), b = std::min(r.flat + r.length, y);
-      if (a < b) f(r.at + (a - r.flat), r.at + (b - r.flat));
+      if (a < b) f(r.at + (a - r.flat), r.at + (b - r.flat), a);
     }
   };
   // Lazily mapped: under ZeRO-2/3 only the units in use are resident.
@@ -341,11 +337,12 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       tied_chunk = c;
     }
     for (const TensorSlot& t : m.layout()) {
-      in_slice(offsets[c] + t.offset, offsets[c] + t.offset + t.size(), [&](int64_t a, int64_t b) {
-        std::fill(mask.begin() + a, mask.begin() + b, decays(t) ? 1 : 0);
-        std::fill(norm_class.begin() + a, norm_class.begin() + b,
-                  &t == tied_copy ? uint8_t{2} : norm_class_of(t));
-      });
+      in_slice(offsets[c] + t.offset, offsets[c] + t.offset + t.size(),
+               [&](int64_t a, int64_t b, int64_t) {
+                 std::fill(mask.begin() + a, mask.begin() + b, decays(t) ? 1 : 0);
+                 std::fill(norm_class.begin() + a, norm_class.begin() + b,
+                           &t == tied_copy ? uint8_t{2} : norm_class_of(t));
+               });
     }
     // Every copy and shard of a tensor alike. Under ZeRO-3 one unit at a time: the rank keeps
     // its slice of it and hands the unit's pages back, so the whole model is never resident.
@@ -359,10 +356,9 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       const auto [ua, ub] = m.unit_range(u);
       if (ua == ub) continue;
       m.init(chunk_span(params, c), o.seed, ua, ub);
-      const int64_t a = std::max(first, offsets[c] + ua),
-                    b = std::min(first + slice, offsets[c] + ub);
-      if (a < b)
-        std::copy(params.begin() + a, params.begin() + b, own_params.begin() + (a - first));
+      in_slice(offsets[c] + ua, offsets[c] + ub, [&](int64_t a, int64_t b, int64_t flat) {
+        std::copy_n(params.begin() + flat, b - a, own_params.begin() + a);
+      });
       release_pages(std::span<float>(params).subspan(static_cast<size_t>(offsets[c] + ua),
                                                      static_cast<size_t>(ub - ua)));
     }
@@ -413,35 +409,33 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                         "the checkpoint was trained on " + meta.value("data", std::string()) +
                             ", this run reads " + o.data_name,
                         "resume with the same --data"};
-    for (const auto& [kind, buf] :
-         {std::pair<const char*, std::span<float>>{"param", std::span<float>(params).first(n)},
-          {"adam_m", adam.first_moment()},
-          {"adam_v", adam.second_moment()}}) {
-      if (split && std::string(kind) != "param") {
-        for (const SliceRun& r : split->runs())
-          if (Diagnostics d = read_pieces(*ckpt, views, r.flat, buf.subspan(r.at, r.length), kind);
-              !d.empty())
-            return d;
-        continue;
-      }
-      const int64_t at = std::string(kind) == "param" ? 0 : first;
-      if (Diagnostics d = read_pieces(*ckpt, views, at, buf, kind); !d.empty()) return d;
+    // The whole parameters, or (ZeRO-3) this rank's slice of them, and its slice of the
+    // moments: each read from whichever pieces cover it.
+    if (!o.shard_parameters)
+      if (Diagnostics d = read_pieces(*ckpt, views, 0, std::span<float>(params).first(n), "param");
+          !d.empty())
+        return d;
+    for (const auto& [kind, buf] : {std::pair<const char*, std::span<float>>{"param", own_params},
+                                    {"adam_m", adam.first_moment()},
+                                    {"adam_v", adam.second_moment()}}) {
+      if (buf.empty()) continue;
+      for (const SliceRun& r : slice_runs)
+        if (Diagnostics d = read_pieces(*ckpt, views, r.flat, buf.subspan(r.at, r.length), kind);
+            !d.empty())
+          return d;
     }
     start = ckpt->step() + 1;
     result.resumed_from = ckpt->step();
   }
-  if (o.shard_parameters && o.resume) {  // the checkpoint was read into the whole buffer
-    std::copy(params.begin() + first, params.begin() + first + slice, own_params.begin());
-    release_pages(params);
-  }
   std::optional<ShardedUnits> sharded;
   std::vector<ParamUnits> units(static_cast<size_t>(vpp));  // per chunk; empty without ZeRO-2/3
-  if (dp_sharded) {
-    sharded.emplace(dp_group, slice, o.shard_parameters, o.shard_gradients,
-                    ShardedUnits::Buffers{params, grads, own_params, grad_slice}, &comm_errors);
-    if (o.shard_gradients)
-      for (int c = 0; c < vpp; ++c) units[c] = sharded->hooks(chunks[c], offsets[c]);
-  }
+  const ShardedUnits::Buffers buffers{params, grads, own_params, grad_slice};
+  if (dp_sharded)
+    sharded.emplace(dp_group, slice, o.shard_parameters, o.shard_gradients, buffers, &comm_errors);
+  else if (split && o.shard_gradients)
+    sharded.emplace(*split, o.shard_parameters, o.shard_gradients, buffers, &comm_errors);
+  if (o.shard_gradients)
+    for (int c = 0; c < vpp; ++c) units[c] = sharded->hooks(chunks[c], offsets[c]);
   // A save writes this rank's shard (at once, or with --async-save on a thread that overlaps the
   // next step), then completes the step: every rank's outcome to rank 0, which writes the
   // manifest. An asynchronous save completes at the end of the next step, at the same point on
@@ -524,21 +518,17 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     const SlotFilter replica = [&](const TensorSlot& t) {
       return writes(t) && (t.expert ? edp_rank == 0 : data_rank == 0);
     };
+    auto append_slice = [&](std::span<const float> v, const char* name, const SlotFilter& keep) {
+      for (const SliceRun& r : slice_runs)
+        append_pieces(views, r.flat, v.subspan(r.at, r.length), name, keep, pieces);
+    };
     if (o.shard_parameters)
-      append_pieces(views, first, std::span<const float>(own_params).first(owned), "param", writes,
-                    pieces);
+      append_slice(own_params, "param", writes);
     else
       append_pieces(views, 0, std::span<const float>(params).first(n), "param", replica, pieces);
     const SlotFilter& moments = o.shard_optimizer ? writes : replica;
-    for (const auto& [moment, name] :
-         {std::pair{adam.first_moment(), "adam_m"}, std::pair{adam.second_moment(), "adam_v"}}) {
-      if (!split) {
-        append_pieces(views, first, moment, name, moments, pieces);
-        continue;
-      }
-      for (const SliceRun& r : split->runs())
-        append_pieces(views, r.flat, moment.subspan(r.at, r.length), name, moments, pieces);
-    }
+    append_slice(adam.first_moment(), "adam_m", moments);
+    append_slice(adam.second_moment(), "adam_v", moments);
     inject_fault("save", step, group.rank());
     if (o.async_save) {
       // The state is copied now; the thread writes the copy while training goes on.
@@ -704,15 +694,15 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     }
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
     const double norm = std::sqrt(sq);
-    if (split) {
+    if (o.shard_parameters) {
+      adam.step(std::span<float>(own_params).first(owned), g.first(owned), norm, step);
+    } else if (split) {
       for (const SliceRun& r : split->runs())
         adam.step_part(std::span<float>(params).subspan(r.flat, r.length),
                        g.subspan(r.at, r.length), norm, step, r.at);
       if (Diagnostics d = split->gather(params); !d.empty()) return d;
     } else {
-      adam.step(o.shard_parameters ? std::span<float>(own_params).first(owned)
-                                   : std::span<float>(params).subspan(first, owned),
-                g.first(owned), norm, step);
+      adam.step(std::span<float>(params).subspan(first, owned), g.first(owned), norm, step);
     }
     if (dp_sharded && !o.shard_parameters) {
       // Every replica's updated slice back into every replica's full copy of the shard.

@@ -37,7 +37,7 @@ void release_pages(std::span<float> v) {
 
 ShardedUnits::ShardedUnits(ProcessGroup& data, int64_t slice, bool shard_parameters,
                            bool shard_gradients, Buffers buffers, Diagnostics* errors)
-    : data_(data),
+    : data_(&data),
       slice_(slice),
       shard_parameters_(shard_parameters),
       shard_gradients_(shard_gradients),
@@ -47,35 +47,58 @@ ShardedUnits::ShardedUnits(ProcessGroup& data, int64_t slice, bool shard_paramet
            "flat buffers of " << buf_.params.size() << " values, slices of " << slice);
 }
 
+ShardedUnits::ShardedUnits(SplitShards& split, bool shard_parameters, bool shard_gradients,
+                           Buffers buffers, Diagnostics* errors)
+    : split_(&split),
+      slice_(split.size()),
+      shard_parameters_(shard_parameters),
+      shard_gradients_(shard_gradients),
+      buf_(buffers),
+      errors_(errors) {
+  PX_CHECK(static_cast<int64_t>(buf_.grad_slice.size()) == slice_ &&
+               (!shard_parameters || static_cast<int64_t>(buf_.own_params.size()) == slice_),
+           "slices of " << buf_.grad_slice.size() << " and " << buf_.own_params.size()
+                        << " values, want " << slice_);
+}
+
 std::vector<int64_t> ShardedUnits::counts(int64_t a, int64_t b) const {
-  std::vector<int64_t> c(static_cast<size_t>(data_.size()));
-  for (int q = 0; q < data_.size(); ++q)
+  std::vector<int64_t> c(static_cast<size_t>(data_->size()));
+  for (int q = 0; q < data_->size(); ++q)
     c[q] = std::max<int64_t>(0, std::min(b, (q + 1) * slice_) - std::max(a, q * slice_));
   return c;
 }
 
 int64_t ShardedUnits::slice_offset(int64_t a, int64_t mine) const {
-  const int64_t begin = data_.rank() * slice_;
+  const int64_t begin = data_->rank() * slice_;
   return mine > 0 ? std::max(a, begin) - begin : 0;
 }
 
 void ShardedUnits::gather(int64_t a, int64_t b) {
   if (!errors_->empty()) return;
+  if (split_ != nullptr) {
+    *errors_ = split_->gather(a, b, buf_.own_params, buf_.params);
+    return;
+  }
   const std::vector<int64_t> c = counts(a, b);
-  const int64_t mine = c[static_cast<size_t>(data_.rank())];
+  const int64_t mine = c[static_cast<size_t>(data_->rank())];
   const int64_t from = slice_offset(a, mine);
-  *errors_ = data_.all_gather(
+  *errors_ = data_->all_gather(
       buf_.own_params.subspan(static_cast<size_t>(from), static_cast<size_t>(mine)), c,
       buf_.params.subspan(static_cast<size_t>(a), static_cast<size_t>(b - a)));
 }
 
 void ShardedUnits::reduce(int64_t a, int64_t b) {
   if (!errors_->empty()) return;
-  const std::vector<int64_t> c = counts(a, b);
-  const int64_t mine = c[static_cast<size_t>(data_.rank())];
-  part_.resize(static_cast<size_t>(mine));
   const std::span<float> g = buf_.grads.subspan(static_cast<size_t>(a), static_cast<size_t>(b - a));
-  *errors_ = data_.reduce_scatter_sum(g, c, part_);
+  if (split_ != nullptr) {
+    *errors_ = split_->reduce(a, b, buf_.grads, buf_.grad_slice);
+    if (errors_->empty()) release_pages(g);
+    return;
+  }
+  const std::vector<int64_t> c = counts(a, b);
+  const int64_t mine = c[static_cast<size_t>(data_->rank())];
+  part_.resize(static_cast<size_t>(mine));
+  *errors_ = data_->reduce_scatter_sum(g, c, part_);
   if (!errors_->empty()) return;
   const int64_t from = slice_offset(a, mine);
   for (int64_t i = 0; i < mine; ++i) buf_.grad_slice[static_cast<size_t>(from + i)] += part_[i];
@@ -127,6 +150,7 @@ SplitShards::SplitShards(std::vector<std::pair<int64_t, int64_t>> dense,
     k.per_rank = (k.total + ranks - 1) / ranks;
     k.first = group->rank() * k.per_rank;
     k.mine = std::clamp<int64_t>(k.total - k.first, 0, k.per_rank);
+    k.at = at;
     each_run(k, k.first, k.first + k.mine, [&](int64_t flat, int64_t packed, int64_t len) {
       runs_.push_back({flat, at + (packed - k.first), len});
     });
@@ -171,42 +195,107 @@ void SplitShards::unpack(const Kind& k, int64_t a, std::span<const float> in,
   });
 }
 
+int64_t SplitShards::Kind::packed(int64_t x) const {
+  int64_t p = 0;
+  for (const auto& [flat, len] : runs) {
+    if (flat >= x) break;
+    p += std::min(len, x - flat);
+  }
+  return p;
+}
+
+int64_t SplitShards::contiguous(const Kind& k, int64_t a, int64_t b) {
+  int64_t packed = 0;
+  for (const auto& [flat, len] : k.runs) {
+    if (a >= packed && b <= packed + len) return flat + (a - packed);
+    packed += len;
+    if (packed > a) break;
+  }
+  return -1;
+}
+
+Diagnostics SplitShards::reduce_packed(const Kind& k, int64_t a, int64_t b,
+                                       std::span<const float> grads, std::span<float> slice) {
+  std::span<const float> in;
+  if (const int64_t flat = contiguous(k, a, b); flat >= 0) {
+    in = grads.subspan(static_cast<size_t>(flat), static_cast<size_t>(b - a));
+  } else {
+    bucket_.resize(static_cast<size_t>(b - a));
+    pack(k, a, grads, bucket_);
+    in = bucket_;
+  }
+  const std::vector<int64_t> counts = k.counts(a, b);
+  const int64_t mine = counts[static_cast<size_t>(k.group->rank())];
+  // Per call, not kept: between steps the heap hands its pages to the activations.
+  std::vector<float> part(static_cast<size_t>(mine));
+  if (Diagnostics d = k.group->reduce_scatter_sum(in, counts, part); !d.empty()) return d;
+  if (mine == 0) return {};
+  float* out = slice.data() + k.at + (std::max(a, k.first) - k.first);
+  for (int64_t i = 0; i < mine; ++i) out[i] += part[static_cast<size_t>(i)];
+  return {};
+}
+
+Diagnostics SplitShards::gather_packed(const Kind& k, int64_t a, int64_t b,
+                                       std::span<const float> own, std::span<float> params) {
+  const std::vector<int64_t> counts = k.counts(a, b);
+  const int64_t mine = counts[static_cast<size_t>(k.group->rank())];
+  const int64_t lo = std::max(a, k.first);
+  std::span<const float> part;
+  std::vector<float> packed;  // this rank's values when they are not read from `own`
+  if (mine > 0 && !own.empty()) {
+    part = own.subspan(static_cast<size_t>(k.at + (lo - k.first)), static_cast<size_t>(mine));
+  } else {
+    packed.resize(static_cast<size_t>(mine));
+    if (mine > 0) pack(k, lo, params, packed);
+    part = packed;
+  }
+  const int64_t flat = contiguous(k, a, b);
+  if (flat >= 0)
+    return k.group->all_gather(
+        part, counts, params.subspan(static_cast<size_t>(flat), static_cast<size_t>(b - a)));
+  bucket_.resize(static_cast<size_t>(b - a));
+  if (Diagnostics d = k.group->all_gather(part, counts, bucket_); !d.empty()) return d;
+  unpack(k, a, bucket_, params);
+  return {};
+}
+
 Diagnostics SplitShards::reduce(std::span<const float> grads, std::span<float> slice) {
   PX_CHECK(static_cast<int64_t>(slice.size()) == size(), "SplitShards::reduce: slice size");
-  int64_t at = 0;  // where this kind's part starts in the slice
-  for (const Kind* k : {&dense_, &expert_}) {
-    const int64_t padded = k->per_rank * k->group->size();
-    for (int64_t a = 0; a < padded; a += kSplitBucket) {
-      const int64_t b = std::min(padded, a + kSplitBucket);
-      bucket_.resize(static_cast<size_t>(b - a));
-      pack(*k, a, grads, bucket_);
-      const std::vector<int64_t> counts = k->counts(a, b);
-      const int64_t lo = std::max(a, k->first),
-                    mine = counts[static_cast<size_t>(k->group->rank())];
-      // The padding past the real values lands beyond the slice: a scratch tail takes it.
-      std::vector<float> out(static_cast<size_t>(mine));
-      if (Diagnostics d = k->group->reduce_scatter_sum(bucket_, counts, out); !d.empty()) return d;
-      const int64_t real = std::clamp<int64_t>(k->first + k->mine - lo, 0, mine);
-      std::copy_n(out.begin(), real, slice.begin() + at + (lo - k->first));
-    }
-    at += k->mine;
-  }
+  for (const Kind* k : {&dense_, &expert_})
+    for (int64_t a = 0; a < k->total; a += kSplitBucket)
+      if (Diagnostics d = reduce_packed(*k, a, std::min(k->total, a + kSplitBucket), grads, slice);
+          !d.empty())
+        return d;
   return {};
 }
 
 Diagnostics SplitShards::gather(std::span<float> params) {
+  for (const Kind* k : {&dense_, &expert_})
+    for (int64_t a = 0; a < k->total; a += kSplitBucket)
+      if (Diagnostics d = gather_packed(*k, a, std::min(k->total, a + kSplitBucket), {}, params);
+          !d.empty())
+        return d;
+  return {};
+}
+
+Diagnostics SplitShards::reduce(int64_t a, int64_t b, std::span<const float> grads,
+                                std::span<float> slice) {
+  PX_CHECK(static_cast<int64_t>(slice.size()) == size(), "SplitShards::reduce: slice size");
   for (const Kind* k : {&dense_, &expert_}) {
-    const int64_t padded = k->per_rank * k->group->size();
-    for (int64_t a = 0; a < padded; a += kSplitBucket) {
-      const int64_t b = std::min(padded, a + kSplitBucket);
-      const std::vector<int64_t> counts = k->counts(a, b);
-      const int64_t lo = std::max(a, k->first);
-      std::vector<float> part(static_cast<size_t>(counts[static_cast<size_t>(k->group->rank())]));
-      pack(*k, lo, params, part);  // this rank's values (zero past the last run)
-      bucket_.resize(static_cast<size_t>(b - a));
-      if (Diagnostics d = k->group->all_gather(part, counts, bucket_); !d.empty()) return d;
-      unpack(*k, a, bucket_, params);
-    }
+    const int64_t pa = k->packed(a), pb = k->packed(b);
+    if (pa < pb)
+      if (Diagnostics d = reduce_packed(*k, pa, pb, grads, slice); !d.empty()) return d;
+  }
+  return {};
+}
+
+Diagnostics SplitShards::gather(int64_t a, int64_t b, std::span<const float> own,
+                                std::span<float> params) {
+  PX_CHECK(static_cast<int64_t>(own.size()) == size(), "SplitShards::gather: slice size");
+  for (const Kind* k : {&dense_, &expert_}) {
+    const int64_t pa = k->packed(a), pb = k->packed(b);
+    if (pa < pb)
+      if (Diagnostics d = gather_packed(*k, pa, pb, own, params); !d.empty()) return d;
   }
   return {};
 }

@@ -145,7 +145,8 @@ TEST_F(CheckpointCli, ShardedOptimizerStateReshardsAcrossLayouts) {
 
 // The distributed optimizer with expert parallelism shards the experts' moments over the ranks
 // holding the same experts: saved at dp4 ep2 (each rank a quarter of the dense state and half of
-// its experts'), resumed bit for bit in the same layout and resharded on one rank.
+// its experts'), resumed bit for bit in the same layout and resharded on one rank and into
+// ZeRO-3; ZeRO-3 at ep2 (the parameters sharded the same way) saved and resharded back.
 TEST_F(CheckpointCli, ExpertShardedOptimizerStateResumesAndReshards) {
   model_ = dir_.file("moe.json");
   std::ofstream(model_) << R"({"name": "moe", "layers": 2, "hidden": 64, "heads": 4,
@@ -165,6 +166,25 @@ TEST_F(CheckpointCli, ExpertShardedOptimizerStateResumesAndReshards) {
   ASSERT_EQ(s.losses.size(), 3u) << same;
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(s.losses[i], w.losses[3 + i]) << "step " << 4 + i;
   expect_one_rank_resumes(w, "zero 1 ep2");
+  // Resumed at 4 ranks under `to` from step 3: the uninterrupted curve to fp32 round-off.
+  auto expect_resumes = [&](const std::string& to) {
+    const std::string resume = ckpt(to + " --steps 6 --resume");
+    const CliRun r = MpiParallax(4, resume, Streams::kStdoutOnly);
+    ASSERT_EQ(r.exit_code, 0) << MpiParallax(4, resume);
+    const Outcome x = parse(r);
+    ASSERT_EQ(x.losses.size(), 3u) << r;
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(x.losses[i], w.losses[3 + i], 1e-5 * w.losses[3 + i]) << to << ", step " << 4 + i;
+  };
+  // Into ZeRO-3 with ep2: each rank reads only its dense and expert slices of the parameters.
+  expect_resumes("--gpus 4 --ep 2 --zero 3");
+  // Saved under ZeRO-3 with ep2 (each rank writes those slices, never gathered whole), resumed
+  // under the distributed optimizer and on one rank.
+  fs::remove_all(dir_.file("ckpt"));
+  const std::string zero3 = ckpt("--gpus 4 --ep 2 --zero 3 --steps 3 --save-every 3");
+  ASSERT_EQ(MpiParallax(4, zero3, Streams::kStdoutOnly).exit_code, 0) << MpiParallax(4, zero3);
+  expect_resumes(layout);
+  expect_one_rank_resumes(w, "zero 3 ep2");
   // Saved with each expert split over the tp ranks (gate and up by columns, down by rows).
   fs::remove_all(dir_.file("ckpt"));
   const std::string etp = ckpt("--gpus 4 --ep 2 --tp 2 --etp 2 --steps 3 --save-every 3");

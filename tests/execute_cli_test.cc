@@ -179,6 +179,13 @@ TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   // the same experts.
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --zero 1");
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --zero 1");
+  // ZeRO-2/3 and FSDP the same way: each unit's dense gradients reduce-scattered (and its dense
+  // parameters gathered) over the data group, its experts' over the ranks holding them.
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --zero 2");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --zero 3");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --fsdp --zero 0");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --zero 3");
+  ExpectLosses(e, 4, moe + " --gpus 4 --ep 4 --zero 3");
   // Expert tensor parallelism: each expert split over the tp ranks.
   ExpectLosses(e, 2, moe + " --gpus 2 --tp 2 --etp 2");
   ExpectLosses(e, 4, moe + " --gpus 4 --ep 2 --tp 2 --etp 2 --zero 1");
@@ -309,9 +316,18 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   CliRun r = Parallax("execute" + model + " --gpus 2 --ep 2 --etp 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "--etp: etp=2 must be 1 or tp=1")) << r;
-  r = Parallax("execute" + model + " --gpus 2 --ep 2 --zero 2 --gbs 4 --seq 32");
+  // ZeRO-2/3 shards each unit once: an embedding tied across two stages is held by both.
+  std::ofstream(dir.file("tied.json"))
+      << R"({"name": "tied", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
+             "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256,
+             "tied_embeddings": true})";
+  r = Parallax("execute --model " + Quote(dir.file("tied.json")) +
+               " --gpus 2 --pp 2 --zero 2 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
-  EXPECT_TRUE(Has(r, "--zero: ZeRO-2/3 with expert parallelism is not executed yet")) << r;
+  EXPECT_TRUE(Has(r,
+                  "--zero: ZeRO-2/3 with a tied embedding split across pipeline stages is not "
+                  "executed yet"))
+      << r;
   std::ofstream(dir.file("moe.json"))
       << R"({"name": "moe", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
              "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256,
