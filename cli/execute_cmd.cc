@@ -26,6 +26,7 @@ struct Opts {
   double lr = 1e-3;
   int64_t warmup = 0;
   bool compare = false;
+  bool op_times = false;
   std::string checkpoint_dir;
   std::string mode = "train", prompt = "Four score and seven years ago";
   int64_t max_new_tokens = 32;
@@ -120,7 +121,70 @@ exec::TrainOptions train_options(const Opts& o, const ParallelPlan& plan) {
                                       : "text " + o.data;
   t.adam.lr = o.lr;
   t.adam.warmup_steps = o.warmup;
+  t.op_times = o.op_times;
   return t;
+}
+
+/// The simulator's time of pipeline stage 0 (the stage of rank 0) by the executor's operator
+/// kinds; spans the executor has no kind for (communication, fused ops) left out.
+exec::OpSeconds predicted_op_seconds(const StepReport& r) {
+  exec::OpSeconds s;
+  for (const TraceSpan& span : r.engine.trace) {
+    if (span.rank != 0) continue;
+    const auto k = exec::op_kind_of(span.name);
+    if (!k) continue;
+    (k->backward ? s.backward : s.forward)[static_cast<size_t>(k->kind)] +=
+        span.end_s - span.start_s;
+  }
+  return s;
+}
+
+/// Rank 0's time by operator in the step closest to the median, beside the prediction for the
+/// same stage (when there is one): a table, or JSON.
+void print_op_times(const exec::TrainResult& r, const StepReport* predicted, bool json, Json* out) {
+  const exec::StepRecord* step = nullptr;
+  for (const auto& s : r.steps)
+    if (s.step == r.median_step) step = &s;
+  if (step == nullptr) return;
+  const exec::OpSeconds& m = step->ops;
+  const exec::OpSeconds p = predicted ? predicted_op_seconds(*predicted) : exec::OpSeconds{};
+  const double rest = step->time_s - m.total(),
+               predicted_rest = predicted ? predicted->step_time_s - p.total() : 0;
+  if (json) {
+    Json ops = Json::array();
+    for (int i = 0; i < exec::kNumOpKinds; ++i) {
+      Json o = {{"op", std::string(exec::op_kind_name(static_cast<exec::OpKind>(i)))},
+                {"forward_s", m.forward[i]},
+                {"backward_s", m.backward[i]}};
+      if (predicted) {
+        o["predicted_forward_s"] = p.forward[i];
+        o["predicted_backward_s"] = p.backward[i];
+      }
+      ops.push_back(o);
+    }
+    (*out)["op_times"] = {{"step", step->step}, {"ops", ops}, {"rest_s", rest}};
+    if (predicted) (*out)["op_times"]["predicted_rest_s"] = predicted_rest;
+    return;
+  }
+  std::printf("  step %lld by operator, rank 0 (ms)%s\n", static_cast<long long>(step->step),
+              predicted ? "; predicted for pipeline stage 0" : "");
+  std::printf("    %-14s %9s %9s %9s %9s\n", "operator", "forward", predicted ? "predicted" : "",
+              "backward", predicted ? "predicted" : "");
+  const auto row = [&](std::string_view name, double f, double pf, double b, double pb) {
+    if (predicted)
+      std::printf("    %-14.*s %9.2f %9.2f %9.2f %9.2f\n", static_cast<int>(name.size()),
+                  name.data(), 1e3 * f, 1e3 * pf, 1e3 * b, 1e3 * pb);
+    else
+      std::printf("    %-14.*s %9.2f %9s %9.2f\n", static_cast<int>(name.size()), name.data(),
+                  1e3 * f, "", 1e3 * b);
+  };
+  for (int i = 0; i < exec::kNumOpKinds; ++i)
+    if (m.forward[i] + m.backward[i] + p.forward[i] + p.backward[i] > 0)
+      row(exec::op_kind_name(static_cast<exec::OpKind>(i)), m.forward[i], p.forward[i],
+          m.backward[i], p.backward[i]);
+  std::printf(
+      "    rest (communication, waits, copies): %.2f ms%s\n", 1e3 * rest,
+      predicted ? (", predicted " + format_fixed(1e3 * predicted_rest, 2) + " ms").c_str() : "");
 }
 
 /// Bytes as text, with the unprintable ones escaped.
@@ -332,7 +396,9 @@ int run(const Opts& o) {
   // on --cluster.
   std::optional<StepReport> predicted;
   if (o.compare) {
-    auto rep = simulate(resolved->model, resolved->cluster, exec::as_executed(plan));
+    SimulationOptions sim;
+    sim.record_trace = o.op_times;
+    auto rep = simulate(resolved->model, resolved->cluster, exec::as_executed(plan), sim);
     if (!rep) return fail(rep.errors());
     predicted = rep.value();
   }
@@ -387,6 +453,7 @@ int run(const Opts& o) {
       std::printf("  predicted on %s: step %.4f s (%+.1f%%), peak memory %.3f GiB\n",
                   resolved->cluster.hw.name.c_str(), predicted->step_time_s, 100 * error,
                   predicted->peak_memory_gib);
+    if (o.op_times) print_op_times(*result, predicted ? &*predicted : nullptr, false, nullptr);
   } else {
     Json j = {{"model", resolved->model.name},
               {"backend", o.backend},
@@ -412,6 +479,7 @@ int run(const Opts& o) {
       j["profile"] = resolved->cluster.hw.name;
     }
     j["step_times_s"] = times;
+    if (o.op_times) print_op_times(*result, predicted ? &*predicted : nullptr, true, &j);
     j["peak_memory_gib_per_step"] = memory;
     std::cout << j.dump(2) << "\n";
   }
@@ -473,6 +541,10 @@ void add_execute_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--compare", o->compare,
                 "also simulate the plan (in fp32) on --cluster, e.g. a profile from `parallax "
                 "calibrate`, and print the prediction beside the measurement");
+  cmd->add_flag("--op-times", o->op_times,
+                "time each operator (GEMMs, attention, norms, optimizer...) and print rank 0's "
+                "times in the median step, beside the simulator's for the same stage with "
+                "--compare");
   cmd->footer(
       "Runs fp32 on each rank's CPU core. Under `mpirun -np N` each process is one rank; the plan "
       "must have N ranks.\n"

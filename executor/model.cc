@@ -17,6 +17,7 @@
 
 #include "executor/model_ops.h"  // also Eigen, with the alignment every user here must share
 #include "executor/moe.h"
+#include "executor/op_times.h"
 
 namespace parallax::exec {
 
@@ -228,6 +229,7 @@ class Pass {
   }
   double aux_ = 0;
   T grad_scale_ = 0;
+  bool backward_ = false;  ///< in backward(): operator times count as backward
   const std::function<void(std::span<T>)> no_stats_;
   /// Under sequence parallelism: the router statistics summed over tp, then over cp.
   const std::function<void(std::span<T>)> sp_stats_ = [this](std::span<T> x) {
@@ -365,9 +367,11 @@ void Pass<T>::cp_scatter(const RowMatrix<T>& full, RowMatrix<T>& local) {
 template <typename T>
 void Pass<T>::forward(std::span<const T> input, T grad_scale) {
   grad_scale_ = grad_scale;
+  backward_ = false;
   aux_ = 0;
   if (stage_.embed) {
     unit_gather(ParamUnits::kEmbedUnit);
+    const OpScope timed(OpKind::kEmbedding, false);
     const auto embed = mat(in_.params, layout_.front());
     for (int64_t r = 0; r < rows_; ++r) h_.row(r) = embed.row(inputs_[row0_ + r]);
     unit_release(ParamUnits::kEmbedUnit);
@@ -383,6 +387,7 @@ void Pass<T>::forward(std::span<const T> input, T grad_scale) {
   }
   if (!stage_.head) return;
   unit_gather(ParamUnits::kHeadUnit);  // released at the end of head()
+  const OpScope timed(OpKind::kNorm, false);
   if (in_.train) x_final_ = h_;
   ops::rms_norm_forward<T>(h_, vec(in_.params, at(final_norm_)), eps_, xf_, rstd_final_);
 }
@@ -396,18 +401,26 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
   const auto& p = in_.params;
   if (in_.train) a.x_attn = h_;
   norm_all_rows(h_, b.attn_norm, a.rstd_attn);
-  a.q.noalias() = xn_ * mat(p, at(b.wq));
-  a.k.noalias() = xn_ * mat(p, at(b.wk));
-  a.v.noalias() = xn_ * mat(p, at(b.wv));
-  rotate(a.q, heads_, false);
-  rotate(a.k, kv_heads_, false);
+  {
+    const OpScope timed(OpKind::kQkvProj, false);
+    a.q.noalias() = xn_ * mat(p, at(b.wq));
+    a.k.noalias() = xn_ * mat(p, at(b.wk));
+    a.v.noalias() = xn_ * mat(p, at(b.wv));
+  }
+  {
+    const OpScope timed(OpKind::kRope, false);
+    rotate(a.q, heads_, false);
+    rotate(a.k, kv_heads_, false);
+  }
   if (in_.cache) {
     attend_cached(layer, a);
   } else if (cp_.size == 1) {
+    const OpScope timed(OpKind::kAttention, false);
     ops::attention_forward<T>(part_shape_[0], a.q, a.k, a.v, a.attn, a.lse);
   } else {
     cp_gather(a.k, k_all_);
     cp_gather(a.v, v_all_);
+    const OpScope timed(OpKind::kAttention, false);
     const int64_t rows = n_ / parts_;
     for (int64_t h = 0; h < parts_; ++h)
       ops::attention_forward<T>(part_shape_[static_cast<size_t>(h)], a.q.middleRows(h * rows, rows),
@@ -416,9 +429,13 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
                                                             static_cast<size_t>(rows * heads_)));
   }
   if (tp_.size == 1) {
+    const OpScope timed(OpKind::kOutProj, false);
     h_.noalias() += a.attn * mat(p, at(b.wo));
   } else {  // this rank's heads' share of the projection, summed over the group
-    xn_.noalias() = a.attn * mat(p, at(b.wo));
+    {
+      const OpScope timed(OpKind::kOutProj, false);
+      xn_.noalias() = a.attn * mat(p, at(b.wo));
+    }
     add_reduced(xn_);
   }
 
@@ -429,6 +446,7 @@ void Pass<T>::forward_block(int64_t layer, BlockActs<T>& a) {
     // with it, each routes its own rows (the router statistics then summed over tp as well),
     // which split experts gather over tp around their GEMMs.
     const auto& stats = sp_ ? sp_stats_ : cp_.size > 1 ? cp_.all_reduce : no_stats_;
+    const OpScope timed(OpKind::kMoe, false);
     moe_forward<T>(moe_config(), ep_, stats, sp_ ? xs_ : xn_, moe_weights(p, layout_, b), a.moe,
                    moe_out_);
     aux_ += a.moe.aux;
@@ -447,13 +465,23 @@ void Pass<T>::forward_mlp(const BlockSlots& b, BlockActs<T>& a) {
   a.gate.resize(n_, f);
   a.up.resize(n_, f);
   act_.resize(n_, f);
-  a.gate.noalias() = xn_ * mat(p, at(b.w_gate));
-  a.up.noalias() = xn_ * mat(p, at(b.w_up));
-  ops::swiglu_forward<T>(a.gate, a.up, act_);
+  {
+    const OpScope timed(OpKind::kMlpGateUp, false);
+    a.gate.noalias() = xn_ * mat(p, at(b.w_gate));
+    a.up.noalias() = xn_ * mat(p, at(b.w_up));
+  }
+  {
+    const OpScope timed(OpKind::kActivation, false);
+    ops::swiglu_forward<T>(a.gate, a.up, act_);
+  }
   if (tp_.size == 1) {
+    const OpScope timed(OpKind::kMlpDown, false);
     h_.noalias() += act_ * mat(p, at(b.w_down));
   } else {
-    xn_.noalias() = act_ * mat(p, at(b.w_down));
+    {
+      const OpScope timed(OpKind::kMlpDown, false);
+      xn_.noalias() = act_ * mat(p, at(b.w_down));
+    }
     add_reduced(xn_);
   }
 }
@@ -475,10 +503,14 @@ template <typename T>
 void Pass<T>::norm_all_rows(const RowMatrix<T>& x, int64_t norm, std::span<T> rstd) {
   const std::span<const T> w = vec(in_.params, at(norm));
   if (!sp_) {
+    const OpScope timed(OpKind::kNorm, backward_);
     ops::rms_norm_forward<T>(x, w, eps_, xn_, rstd);
     return;
   }
-  ops::rms_norm_forward<T>(x, w, eps_, xs_, rstd);
+  {
+    const OpScope timed(OpKind::kNorm, backward_);
+    ops::rms_norm_forward<T>(x, w, eps_, xs_, rstd);
+  }
   tp_.all_gather(std::span<const T>(xs_.data(), static_cast<size_t>(xs_.size())),
                  std::span<T>(xn_.data(), static_cast<size_t>(xn_.size())));
 }
@@ -528,18 +560,26 @@ double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_los
     const int64_t rows = std::min(chunk, rows_ - r0);
     auto z = logits.topRows(rows);
     const auto x = xf_.middleRows(r0, rows);
-    if (tied) {
-      z.noalias() = x * w.transpose();
-    } else {
-      z.noalias() = x * w;
+    {
+      const OpScope timed(OpKind::kLogits, false);
+      if (tied) {
+        z.noalias() = x * w.transpose();
+      } else {
+        z.noalias() = x * w;
+      }
     }
     const std::span<const int32_t> t(targets_.data() + row0_ + r0, static_cast<size_t>(rows));
     if (grads.empty()) {
+      const OpScope timed(OpKind::kCrossEntropy, false);
       total += ops::cross_entropy_forward<T>(
           z, t, row_losses.empty() ? row_losses : row_losses.subspan(r0, rows));
       continue;
     }
-    total += ops::cross_entropy_backward<T>(z, t, grad_scale, z);  // z now holds dlogits
+    {  // forward and backward in one pass over the logits
+      const OpScope timed(OpKind::kCrossEntropy, false);
+      total += ops::cross_entropy_backward<T>(z, t, grad_scale, z);  // z now holds dlogits
+    }
+    const OpScope timed(OpKind::kLogits, true);
     auto gw = mat(grads, out_slot);
     if (tied) {
       gw.noalias() += z.transpose() * x;
@@ -557,8 +597,10 @@ double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_los
 template <typename T>
 void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   // From here on, h_ is d(loss)/d(residual stream).
+  backward_ = true;
   if (stage_.head) {
     unit_gather(ParamUnits::kHeadUnit);
+    const OpScope timed(OpKind::kNorm, true);
     h_.setZero();
     const TensorSlot& norm = at(final_norm_);
     ops::rms_norm_backward<T>(x_final_, vec(in_.params, norm), rstd_final_, rows_grad(), h_,
@@ -579,6 +621,7 @@ void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
     unit_done(l);
   }
   if (stage_.embed) {
+    const OpScope timed(OpKind::kEmbedding, true);
     auto g_embed = mat(grads, layout_.front());
     for (int64_t r = 0; r < rows_; ++r) g_embed.row(inputs_[row0_ + r]) += h_.row(r);
   }
@@ -599,6 +642,7 @@ void Pass<T>::backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> gr
     const auto aux_weight =
         static_cast<T>(static_cast<double>(grad_scale_) * static_cast<double>(moe_tokens()));
     // h_ is the stream gradient of the rank's rows: all of them without sequence parallelism.
+    const OpScope timed(OpKind::kMoe, true);
     moe_backward<T>(moe_config(), ep_, sp_ ? xs_ : xn_, h_, aux_weight, moe_weights(p, layout_, b),
                     moe_weights(grads, layout_, b), a.moe, moe_out_);
     if (experts_partial()) ep_.tensor_all_reduce(moe_out_span());  // the gradient's parts
@@ -610,6 +654,7 @@ void Pass<T>::backward_ffn(int64_t layer, const BlockActs<T>& a, std::span<T> gr
   } else {
     rows_grad() = moe_out_;
   }
+  const OpScope timed(OpKind::kNorm, true);
   ops::rms_norm_backward<T>(a.x_mlp, vec(p, at(b.mlp_norm)), a.rstd_mlp, rows_grad(), h_,
                             vec(grads, at(b.mlp_norm)));
 }
@@ -620,12 +665,22 @@ void Pass<T>::backward_mlp(const BlockSlots& b, const BlockActs<T>& a, const Row
   const auto& p = in_.params;
   const int64_t f = a.gate.cols();
   for (RowMatrix<T>* m : {&act_, &d_act_, &d_gate_, &d_up_}) m->resize(n_, f);
-  ops::swiglu_forward<T>(a.gate, a.up, act_);
-  mat(grads, at(b.w_down)).noalias() += act_.transpose() * dy;
-  d_act_.noalias() = dy * mat(p, at(b.w_down)).transpose();
-  d_gate_.setZero();
-  d_up_.setZero();
-  ops::swiglu_backward<T>(a.gate, a.up, d_act_, d_gate_, d_up_);
+  {
+    const OpScope timed(OpKind::kActivation, true);
+    ops::swiglu_forward<T>(a.gate, a.up, act_);
+  }
+  {
+    const OpScope timed(OpKind::kMlpDown, true);
+    mat(grads, at(b.w_down)).noalias() += act_.transpose() * dy;
+    d_act_.noalias() = dy * mat(p, at(b.w_down)).transpose();
+  }
+  {
+    const OpScope timed(OpKind::kActivation, true);
+    d_gate_.setZero();
+    d_up_.setZero();
+    ops::swiglu_backward<T>(a.gate, a.up, d_act_, d_gate_, d_up_);
+  }
+  const OpScope timed(OpKind::kMlpGateUp, true);
   mat(grads, at(b.w_gate)).noalias() += xn_.transpose() * d_gate_;
   mat(grads, at(b.w_up)).noalias() += xn_.transpose() * d_up_;
   d_xn_.noalias() = d_gate_ * mat(p, at(b.w_gate)).transpose();
@@ -637,40 +692,57 @@ void Pass<T>::backward_attention(int64_t layer, const BlockActs<T>& a, std::span
   const BlockSlots& b = block(layer);
   const auto& p = in_.params;
   const RowMatrix<T>& dy = stream_grad_all_rows();
-  mat(grads, at(b.wo)).noalias() += a.attn.transpose() * dy;
-  d_attn_.noalias() = dy * mat(p, at(b.wo)).transpose();
-  d_q_.setZero();
-  d_k_.setZero();
-  d_v_.setZero();
+  {
+    const OpScope timed(OpKind::kOutProj, true);
+    mat(grads, at(b.wo)).noalias() += a.attn.transpose() * dy;
+    d_attn_.noalias() = dy * mat(p, at(b.wo)).transpose();
+  }
   if (cp_.size == 1) {
+    const OpScope timed(OpKind::kAttention, true);
+    d_q_.setZero();
+    d_k_.setZero();
+    d_v_.setZero();
     ops::attention_backward<T>(part_shape_[0], a.q, a.k, a.v, a.attn, a.lse, d_attn_, d_q_, d_k_,
                                d_v_);
   } else {  // K and V gathered again rather than kept: a block's worth of memory less
     cp_gather(a.k, k_all_);
     cp_gather(a.v, v_all_);
-    dk_all_.setZero();
-    dv_all_.setZero();
-    const int64_t rows = n_ / parts_;
-    for (int64_t h = 0; h < parts_; ++h)
-      ops::attention_backward<T>(
-          part_shape_[static_cast<size_t>(h)], a.q.middleRows(h * rows, rows), k_all_, v_all_,
-          a.attn.middleRows(h * rows, rows),
-          std::span<const T>(a.lse).subspan(static_cast<size_t>(h * rows * heads_),
-                                            static_cast<size_t>(rows * heads_)),
-          d_attn_.middleRows(h * rows, rows), d_q_.middleRows(h * rows, rows), dk_all_, dv_all_);
+    {
+      const OpScope timed(OpKind::kAttention, true);
+      d_q_.setZero();
+      d_k_.setZero();
+      d_v_.setZero();
+      dk_all_.setZero();
+      dv_all_.setZero();
+      const int64_t rows = n_ / parts_;
+      for (int64_t h = 0; h < parts_; ++h)
+        ops::attention_backward<T>(
+            part_shape_[static_cast<size_t>(h)], a.q.middleRows(h * rows, rows), k_all_, v_all_,
+            a.attn.middleRows(h * rows, rows),
+            std::span<const T>(a.lse).subspan(static_cast<size_t>(h * rows * heads_),
+                                              static_cast<size_t>(rows * heads_)),
+            d_attn_.middleRows(h * rows, rows), d_q_.middleRows(h * rows, rows), dk_all_, dv_all_);
+    }
     cp_scatter(dk_all_, d_k_);
     cp_scatter(dv_all_, d_v_);
   }
-  rotate(d_q_, heads_, true);
-  rotate(d_k_, kv_heads_, true);
+  {
+    const OpScope timed(OpKind::kRope, true);
+    rotate(d_q_, heads_, true);
+    rotate(d_k_, kv_heads_, true);
+  }
   norm_all_rows(a.x_attn, b.attn_norm, rstd_);
-  mat(grads, at(b.wq)).noalias() += xn_.transpose() * d_q_;
-  mat(grads, at(b.wk)).noalias() += xn_.transpose() * d_k_;
-  mat(grads, at(b.wv)).noalias() += xn_.transpose() * d_v_;
-  d_xn_.noalias() = d_q_ * mat(p, at(b.wq)).transpose();
-  d_xn_.noalias() += d_k_ * mat(p, at(b.wk)).transpose();
-  d_xn_.noalias() += d_v_ * mat(p, at(b.wv)).transpose();
+  {
+    const OpScope timed(OpKind::kQkvProj, true);
+    mat(grads, at(b.wq)).noalias() += xn_.transpose() * d_q_;
+    mat(grads, at(b.wk)).noalias() += xn_.transpose() * d_k_;
+    mat(grads, at(b.wv)).noalias() += xn_.transpose() * d_v_;
+    d_xn_.noalias() = d_q_ * mat(p, at(b.wq)).transpose();
+    d_xn_.noalias() += d_k_ * mat(p, at(b.wk)).transpose();
+    d_xn_.noalias() += d_v_ * mat(p, at(b.wv)).transpose();
+  }
   reduce_input_grad();
+  const OpScope timed(OpKind::kNorm, true);
   ops::rms_norm_backward<T>(a.x_attn, vec(p, at(b.attn_norm)), a.rstd_attn, rows_grad(), h_,
                             vec(grads, at(b.attn_norm)));
 }

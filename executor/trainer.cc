@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <Eigen/Core>
 #include <string>
 
 #include "core/rank_map.h"
@@ -33,6 +35,19 @@ namespace {
 /// once), 3 and 4 the same for routed-expert tensors.
 uint8_t norm_class_of(const TensorSlot& s) {
   return static_cast<uint8_t>((s.replicated ? 1 : 0) + (s.expert ? 3 : 0));
+}
+
+/// Sum of the squares, in double over blocks summed in float by Eigen (vectorised): the
+/// gradient norm is a full pass over the gradient every step.
+double squared_norm(std::span<const float> x) {
+  constexpr size_t kBlock = 4096;
+  double s = 0;
+  for (size_t i = 0; i < x.size(); i += kBlock) {
+    const size_t n = std::min(kBlock, x.size() - i);
+    s +=
+        Eigen::Map<const Eigen::VectorXf>(x.data() + i, static_cast<Eigen::Index>(n)).squaredNorm();
+  }
+  return s;
 }
 
 double median(std::vector<double> v) {
@@ -374,6 +389,21 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       if (const uint8_t k = norm_class[static_cast<size_t>(i)]; k == 1 || k == 2 || k == 4)
         tp_summed.push_back(static_cast<size_t>(i));
   std::vector<float> tp_buf(tp_summed.size());
+  // The runs [a, b) of this rank's slice that its gradient norm counts, so that each element
+  // counts once over the job: classes 0 and 3, and 1 and 4 on tp rank 0; on every data rank
+  // under a distributed optimizer (each holds its own slice), else on the first replica.
+  std::vector<std::pair<size_t, size_t>> counted;
+  for (int64_t i = 0; i < owned; ++i) {
+    const uint8_t k = norm_class[static_cast<size_t>(i)];
+    if (!((k == 0 || k == 3 || ((k == 1 || k == 4) && me.tp == 0)) &&
+          (o.shard_optimizer || (k >= 3 ? edp_rank == 0 : data_rank == 0))))
+      continue;
+    if (!counted.empty() && counted.back().second == static_cast<size_t>(i))
+      ++counted.back().second;
+    else
+      counted.emplace_back(static_cast<size_t>(i), static_cast<size_t>(i) + 1);
+  }
+  std::vector<uint8_t>().swap(norm_class);
 
   const int64_t len = o.seq + 1;
   const double step_tokens = static_cast<double>(o.global_batch) * o.seq;
@@ -558,6 +588,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
   for (int64_t step = start; step <= o.steps; ++step) {
     inject_fault("step", step, group.rank());
     group.barrier();
+    OpClock::enable(o.op_times);
     const auto t0 = std::chrono::steady_clock::now();
     if (!o.shard_gradients) std::fill(grads.begin(), grads.end(), 0.0f);  // else released zero
     std::fill(grad_slice.begin(), grad_slice.end(), 0.0f);
@@ -686,23 +717,26 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     }
     // Squared norm of the whole gradient: each element once over the job.
     double sq = 0;
-    for (int64_t i = 0; i < owned; ++i) {
-      const uint8_t k = norm_class[static_cast<size_t>(i)];
-      const bool counted = (k == 0 || k == 3 || ((k == 1 || k == 4) && me.tp == 0)) &&
-                           (o.shard_optimizer || (k >= 3 ? edp_rank == 0 : data_rank == 0));
-      if (counted) sq += static_cast<double>(g[i]) * g[i];
+    {
+      const OpScope timed(OpKind::kOptimizer, false);
+      for (const auto& [a, b] : counted) sq += squared_norm(g.subspan(a, b - a));
     }
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
     const double norm = std::sqrt(sq);
-    if (o.shard_parameters) {
-      adam.step(std::span<float>(own_params).first(owned), g.first(owned), norm, step);
-    } else if (split) {
-      for (const SliceRun& r : split->runs())
-        adam.step_part(std::span<float>(params).subspan(r.flat, r.length),
-                       g.subspan(r.at, r.length), norm, step, r.at);
+    {
+      const OpScope timed(OpKind::kOptimizer, false);
+      if (o.shard_parameters) {
+        adam.step(std::span<float>(own_params).first(owned), g.first(owned), norm, step);
+      } else if (split) {
+        for (const SliceRun& r : split->runs())
+          adam.step_part(std::span<float>(params).subspan(r.flat, r.length),
+                         g.subspan(r.at, r.length), norm, step, r.at);
+      } else {
+        adam.step(std::span<float>(params).subspan(first, owned), g.first(owned), norm, step);
+      }
+    }
+    if (split && !o.shard_parameters) {
       if (Diagnostics d = split->gather(params); !d.empty()) return d;
-    } else {
-      adam.step(std::span<float>(params).subspan(first, owned), g.first(owned), norm, step);
     }
     if (dp_sharded && !o.shard_parameters) {
       // Every replica's updated slice back into every replica's full copy of the shard.
@@ -718,6 +752,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     r.time_s = group.max(local_s);
     r.tokens_per_s = step_tokens / r.time_s;
     r.peak_memory_gib = group.max(peak_resident_gib());
+    r.ops = OpClock::seconds();
     result.steps.push_back(r);
     if (on_step) on_step(r);
     if (Diagnostics d = finish_pending(); !d.empty()) return d;
@@ -739,6 +774,12 @@ void summarise_steps(TrainResult* r, double step_tokens) {
   for (size_t i = r->steps.size() > 1 ? 1 : 0; i < r->steps.size(); ++i)
     times.push_back(r->steps[i].time_s);
   r->median_step_time_s = median(times);
+  double closest = std::numeric_limits<double>::infinity();
+  for (size_t i = r->steps.size() > 1 ? 1 : 0; i < r->steps.size(); ++i)
+    if (const double d = std::abs(r->steps[i].time_s - r->median_step_time_s); d < closest) {
+      closest = d;
+      r->median_step = r->steps[i].step;
+    }
   r->tokens_per_s = r->median_step_time_s > 0 ? step_tokens / r->median_step_time_s : 0;
   r->peak_memory_gib = r->steps.empty() ? 0 : r->steps.back().peak_memory_gib;
 }

@@ -18,6 +18,7 @@
 #include "core/result.h"
 #include "executor/data.h"
 #include "executor/model.h"
+#include "executor/op_times.h"
 #include "executor/optimizer.h"
 #include "executor/process_group.h"
 
@@ -61,6 +62,8 @@ struct TrainOptions {
   bool async_save = false;
   /// Describes the data (recorded in checkpoints; a resume with other data is refused).
   std::string data_name;
+  /// Time each step's operators (executor/op_times.h) into StepRecord::ops.
+  bool op_times = false;
 };
 
 struct StepRecord {
@@ -70,6 +73,7 @@ struct StepRecord {
   double time_s = 0;           ///< the slowest rank's wall time of the step
   double tokens_per_s = 0;     ///< global batch tokens / time_s
   double peak_memory_gib = 0;  ///< the largest peak resident set over the ranks so far
+  OpSeconds ops;               ///< this rank's time by operator (with TrainOptions::op_times)
 };
 
 struct TrainResult {
@@ -79,8 +83,11 @@ struct TrainResult {
   double save_time_s = 0;         ///< time spent saving, not counted in step times
   int64_t params = 0;
   double median_step_time_s = 0;  ///< over the steps after the first (warm-up)
-  double tokens_per_s = 0;        ///< at the median step time
-  double peak_memory_gib = 0;     ///< the largest peak resident set over the ranks
+  /// The step after the first whose time is closest to the median (its `ops` describe a typical
+  /// step); 0 without steps.
+  int64_t median_step = 0;
+  double tokens_per_s = 0;     ///< at the median step time
+  double peak_memory_gib = 0;  ///< the largest peak resident set over the ranks
 };
 
 /// Every problem of the options for this model on `world` ranks (train checks them again; a
@@ -105,8 +112,8 @@ Result<TrainResult> train_on_gpu(const ModelShape& shape, const TokenSource& dat
                                  const TrainOptions& opt,
                                  const std::function<void(const StepRecord&)>& on_step = {});
 
-/// Fills a result's median step time (over the steps after the first, a warm-up), tokens/s at
-/// it, and peak memory, from its steps.
+/// Fills a result's median step time (over the steps after the first, a warm-up), the step
+/// closest to it, tokens/s at it, and peak memory, from its steps.
 void summarise_steps(TrainResult* r, double step_tokens);
 
 /// The plan as the CPU executor runs it, for the simulator's prediction: fp32, and no

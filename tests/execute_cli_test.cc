@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include "cli_support.h"
 
@@ -52,6 +53,57 @@ TEST(ExecuteCli, TinyModelTrainsFromTheUniformLoss) {
   ASSERT_EQ(j["peak_memory_gib_per_step"].size(), 20u);
   EXPECT_DOUBLE_EQ(j["peak_memory_gib_per_step"].back().get<double>(),
                    j["peak_memory_gib"].get<double>());
+}
+
+TEST(ExecuteCli, ComparesEachOperatorWithItsPrediction) {
+  ScratchDir dir;
+  // CPU ranks train in fp32: the A100's profile with its fp32 peak (datasheet: 19.5 TFLOPS).
+  std::ifstream in(std::string(PARALLAX_SOURCE_DIR) + "/hw_profiles/a100-sxm-80gb.json");
+  Json profile = Json::parse(in);
+  profile["name"] = "a100-fp32";
+  profile["fp32_tflops"] = {{"value", 19.5}, {"source", "NVIDIA A100 datasheet, FP32"}};
+  std::ofstream(dir.file("a100-fp32.json")) << profile.dump();
+  const std::string args = "execute --model " + Quote(tiny_model(dir)) +
+                           " --gbs 4 --seq 64 --steps 3 --cluster " +
+                           Quote(dir.file("a100-fp32.json")) + " --compare --op-times";
+  CliRun r = Parallax(args + " --format json", Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json j = ParseOrFail(r.out, "execute --op-times");
+  ASSERT_TRUE(j.contains("op_times")) << r;
+  const Json& t = j["op_times"];
+  // The step closest to the median, after the first.
+  EXPECT_GE(t["step"].get<int>(), 2);
+  const double step_time = j["step_times_s"][t["step"].get<int>() - 1].get<double>();
+  double measured = 0, predicted = 0;
+  std::map<std::string, Json> by_op;
+  for (const Json& op : t["ops"]) {
+    by_op[op["op"].get<std::string>()] = op;
+    EXPECT_GE(op["forward_s"].get<double>(), 0) << op;
+    EXPECT_GE(op["backward_s"].get<double>(), 0) << op;
+    measured += op["forward_s"].get<double>() + op["backward_s"].get<double>();
+    predicted += op["predicted_forward_s"].get<double>() + op["predicted_backward_s"].get<double>();
+  }
+  // Every operator the tiny dense model runs was timed in both passes and predicted; it has no
+  // experts.
+  for (const char* name : {"qkv_proj", "attention", "out_proj", "mlp_gate_up", "activation",
+                           "mlp_down", "norm", "logits", "cross_entropy"}) {
+    ASSERT_TRUE(by_op.count(name)) << name;
+    EXPECT_GT(by_op[name]["forward_s"].get<double>(), 0) << name;
+    EXPECT_GT(by_op[name]["predicted_forward_s"].get<double>(), 0) << name;
+    EXPECT_GT(by_op[name]["predicted_backward_s"].get<double>(), 0) << name;
+  }
+  EXPECT_GT(by_op["optimizer"]["forward_s"].get<double>(), 0);
+  EXPECT_EQ(by_op["moe"]["forward_s"].get<double>(), 0);
+  // The operators and the rest make up the step, measured and predicted.
+  EXPECT_NEAR(measured + t["rest_s"].get<double>(), step_time, 1e-9 + 1e-6 * step_time);
+  EXPECT_NEAR(predicted + t["predicted_rest_s"].get<double>(),
+              j["predicted_step_time_s"].get<double>(), 1e-9);
+  // The table names the operators beside their predictions.
+  r = Parallax(args);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r, "by operator, rank 0 (ms); predicted for pipeline stage 0")) << r;
+  EXPECT_TRUE(Has(r, "mlp_gate_up")) << r;
+  EXPECT_TRUE(Has(r, "rest (communication, waits, copies)")) << r;
 }
 
 TEST(ExecuteCli, LearnsTheShippedPublicDomainText) {

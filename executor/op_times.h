@@ -1,0 +1,89 @@
+#pragma once
+/// Where a rank's step time goes, operator by operator, in the simulator's terms: the executor
+/// times its operators into these kinds, and op_kind_of maps the simulator's op names onto the
+/// same kinds, so that `parallax execute --op-times` sets each measured time beside its
+/// prediction. Off unless enabled; when off a scope costs one branch.
+///
+/// The clock is the process's (one rank per process) and not thread-safe: the training loop is
+/// single-threaded. Scopes do not nest: each covers the arithmetic of one operator, not its
+/// collectives, so the step time less the timed operators is communication, waiting and
+/// bookkeeping ("rest").
+
+#include <array>
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+namespace parallax::exec {
+
+enum class OpKind : int {
+  kEmbedding,     ///< lookup and its gradient's scatter-add
+  kNorm,          ///< every RMSNorm (recomputed ones in backward included)
+  kQkvProj,       ///< the query, key and value projections (MLA's too)
+  kRope,          ///< rotary embedding of q and k
+  kAttention,     ///< the attention kernel (scores, softmax, context)
+  kOutProj,       ///< the attention output projection
+  kMlpGateUp,     ///< gate and up projections of a dense or shared-expert MLP
+  kActivation,    ///< SwiGLU / GELU
+  kMlpDown,       ///< down projection
+  kMoe,           ///< router, permutation and the routed experts (their all-to-alls included)
+  kLogits,        ///< the output layer
+  kCrossEntropy,  ///< softmax cross-entropy
+  kOptimizer,     ///< gradient norm and AdamW
+};
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kOptimizer) + 1;
+
+/// "qkv_proj", "attention", ... (the simulator's name of the kind).
+std::string_view op_kind_name(OpKind k);
+
+/// The kind of a simulator op (lowering names such as "post_attn_norm", "mlp_gate_up.wgrad",
+/// "attention.bwd", "experts_down.recompute") and whether it runs in backward (dgrad, wgrad,
+/// bwd, and recompute, which the executor runs inside backward). nullopt for communication and
+/// for ops the executor fuses into another (residual_add into the GEMM that accumulates).
+struct OpKindPass {
+  OpKind kind;
+  bool backward = false;
+};
+std::optional<OpKindPass> op_kind_of(std::string_view simulator_op);
+
+/// Seconds by kind and pass since the last reset.
+struct OpSeconds {
+  std::array<double, kNumOpKinds> forward{}, backward{};
+  double total() const;
+};
+
+/// The process's operator clock.
+class OpClock {
+ public:
+  static void enable(bool on);
+  static bool enabled() { return enabled_; }
+  static void reset();
+  static const OpSeconds& seconds() { return seconds_; }
+  static void add(OpKind k, bool backward, double s);
+
+ private:
+  static inline bool enabled_ = false;
+  static inline OpSeconds seconds_{};
+};
+
+/// Times its lifetime into `kind` when the clock is on.
+class OpScope {
+ public:
+  OpScope(OpKind kind, bool backward) : kind_(kind), backward_(backward) {
+    if (OpClock::enabled()) t0_ = std::chrono::steady_clock::now();
+  }
+  ~OpScope() {
+    if (OpClock::enabled())
+      OpClock::add(kind_, backward_,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  OpKind kind_;
+  bool backward_;
+  std::chrono::steady_clock::time_point t0_{};
+};
+
+}  // namespace parallax::exec
