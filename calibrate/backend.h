@@ -51,7 +51,7 @@ class ComputeBackend {
   /// its numbers are reported but do not go into a profile.
   virtual bool attention_is_representative() const { return true; }
   /// Causal attention over `batch_heads` heads of `seq` tokens of `head_dim`, forward or
-  /// backward (flash-style: no seq x seq matrix kept).
+  /// backward (no seq x seq matrix kept).
   virtual Result<Stats> attention(int64_t batch_heads, int64_t seq, int64_t head_dim, bool backward,
                                   const TimingPolicy& policy) = 0;
 };

@@ -1,5 +1,6 @@
 // CpuBackend: the ComputeBackend of one CPU core. GEMMs through Eigen (fp32, and bf16 through
-// Eigen::bfloat16), the memory-bound kernels and flash-style attention in fp32 (cpu_kernels.h),
+// Eigen::bfloat16), the memory-bound kernels in fp32 (cpu_kernels.h) and the executor's causal
+// attention (executor/model_ops.h: what CPU ranks train with, so what the profile must describe),
 // each repetition timed with a steady clock. One rank per core is the model: nothing here
 // starts threads (Eigen is built without OpenMP, so its products are single-threaded).
 //
@@ -30,6 +31,7 @@
 
 #include "calibrate/backend.h"
 #include "calibrate/cpu/cpu_kernels.h"
+#include "executor/model_ops.h"
 
 namespace parallax::calibrate {
 namespace cpu {
@@ -40,18 +42,6 @@ using ConstRowMap = Eigen::Map<const RowMatrix>;
 using RowMap = Eigen::Map<RowMatrix>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-/// Sets the entries of a scores tile whose key (j0 + c) comes after its query (i0 + r).
-template <typename Tile>
-void mask_future(Tile&& tile, int64_t i0, int64_t j0, float value) {
-  for (int64_t r = 0; r < tile.rows(); ++r) {
-    for (int64_t c = std::max<int64_t>(0, i0 + r - j0 + 1); c < tile.cols(); ++c) {
-      tile(r, c) = value;
-    }
-  }
-}
 
 }  // namespace
 
@@ -88,89 +78,6 @@ void softmax_kernel(const float* x, float* y, int64_t rows, int64_t cols) {
   }
 }
 
-void attention_forward(const AttentionHead& h, int64_t block) {
-  const int64_t s = h.seq, d = h.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const ConstRowMap q(h.q, s, d), k(h.k, s, d), v(h.v, s, d);
-  RowMap o(h.o, s, d);
-  Eigen::Map<Eigen::ArrayXf> lse(h.lse, s);
-  Eigen::MatrixXf tile(block, block);  // scores, then probabilities, of one block pair
-  RowMatrix acc(block, d);             // unnormalised output of one query block
-  Eigen::ArrayXf row_max(block), row_sum(block), new_max(block), rescale(block);
-  for (int64_t i0 = 0; i0 < s; i0 += block) {
-    const int64_t bi = std::min(block, s - i0);
-    const auto qi = q.middleRows(i0, bi);
-    auto acc_i = acc.topRows(bi);
-    auto m = row_max.head(bi);
-    auto l = row_sum.head(bi);
-    auto m_new = new_max.head(bi);
-    auto alpha = rescale.head(bi);
-    acc_i.setZero();
-    m.setConstant(-kInf);
-    l.setZero();
-    // Key blocks up to the diagonal. The first one holds key 0, which every query sees, so the
-    // running max is finite after it.
-    for (int64_t j0 = 0; j0 < i0 + bi; j0 += block) {
-      const int64_t bj = std::min(block, s - j0);
-      auto p = tile.topLeftCorner(bi, bj);
-      p.noalias() = (scale * qi) * k.middleRows(j0, bj).transpose();
-      const bool on_diagonal = j0 + bj - 1 > i0;
-      if (on_diagonal) mask_future(p, i0, j0, -kInf);
-      m_new = m.max(p.rowwise().maxCoeff().array());
-      p.array() = (p.array().colwise() - m_new).exp();
-      // Eigen's exp clamps its argument, so exp(-inf) is tiny rather than 0: zero it exactly.
-      if (on_diagonal) mask_future(p, i0, j0, 0.0f);
-      alpha = (m - m_new).exp();
-      l = l * alpha + p.rowwise().sum().array();
-      acc_i.array().colwise() *= alpha;
-      acc_i.noalias() += p * v.middleRows(j0, bj);
-      m = m_new;
-    }
-    o.middleRows(i0, bi) = (acc_i.array().colwise() / l).matrix();
-    lse.segment(i0, bi) = m + l.log();
-  }
-}
-
-void attention_backward(const AttentionHead& h, int64_t block) {
-  const int64_t s = h.seq, d = h.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const ConstRowMap q(h.q, s, d), k(h.k, s, d), v(h.v, s, d), o(h.o, s, d), d_o(h.d_o, s, d);
-  const Eigen::Map<const Eigen::ArrayXf> lse(h.lse, s);
-  RowMap dq(h.dq, s, d), dk(h.dk, s, d), dv(h.dv, s, d);
-  dq.setZero();
-  // D = rowsum(dO * O), which equals rowsum(dP * P): the softmax backward's correction term.
-  const Eigen::ArrayXf delta = (d_o.array() * o.array()).rowwise().sum();
-  Eigen::MatrixXf p_tile(block, block), dp_tile(block, block);
-  RowMatrix dk_acc(block, d), dv_acc(block, d);
-  for (int64_t j0 = 0; j0 < s; j0 += block) {
-    const int64_t bj = std::min(block, s - j0);
-    const auto kj = k.middleRows(j0, bj);
-    const auto vj = v.middleRows(j0, bj);
-    auto dkj = dk_acc.topRows(bj);
-    auto dvj = dv_acc.topRows(bj);
-    dkj.setZero();
-    dvj.setZero();
-    // Query and key blocks share one tiling, so queries before j0 see none of these keys.
-    for (int64_t i0 = j0; i0 < s; i0 += block) {
-      const int64_t bi = std::min(block, s - i0);
-      const auto qi = q.middleRows(i0, bi);
-      const auto doi = d_o.middleRows(i0, bi);
-      auto p = p_tile.topLeftCorner(bi, bj);
-      auto dp = dp_tile.topLeftCorner(bi, bj);
-      p.noalias() = (scale * qi) * kj.transpose();
-      p.array() = (p.array().colwise() - lse.segment(i0, bi)).exp();
-      if (j0 + bj - 1 > i0) mask_future(p, i0, j0, 0.0f);
-      dvj.noalias() += p.transpose() * doi;
-      dp.noalias() = doi * vj.transpose();
-      p.array() *= dp.array().colwise() - delta.segment(i0, bi);  // p now holds dS
-      dq.middleRows(i0, bi).noalias() += scale * (p * kj);
-      dkj.noalias() += scale * (p.transpose() * qi);
-    }
-    dk.middleRows(j0, bj) = dkj;
-    dv.middleRows(j0, bj) = dvj;
-  }
-}
-
 }  // namespace cpu
 
 namespace {
@@ -178,8 +85,7 @@ namespace {
 using BfMatrix = Eigen::Matrix<Eigen::bfloat16, Eigen::Dynamic, Eigen::Dynamic>;
 using Clock = std::chrono::steady_clock;
 
-constexpr float kTriadScale = 3.0f;      // STREAM's scalar
-constexpr int64_t kAttentionBlock = 64;  // query and key rows per tile: 64 x 128 fp32 is 32 KiB
+constexpr float kTriadScale = 3.0f;  // STREAM's scalar
 // A benchmark may use this share of a rank's memory; beyond it the machine would swap or the
 // neighbouring ranks would run out, and the timing would not be of the kernel.
 constexpr double kMaxMemoryShare = 0.25;
@@ -455,27 +361,28 @@ void CpuBackend::prepare_attention(int64_t batch_heads, int64_t seq, int64_t hea
 }
 
 void CpuBackend::run_attention(bool backward) {
+  // One sequence of `batch_heads` heads, each its own key-value head, as the executor lays it
+  // out: rows are tokens, columns heads x head_dim.
   const auto [batch_heads, seq, head_dim] = *attention_shape_;
-  const int64_t stride = seq * head_dim;
-  for (int64_t b = 0; b < batch_heads; ++b) {
-    const int64_t at = b * stride;
-    cpu::AttentionHead h;
-    h.seq = seq;
-    h.head_dim = head_dim;
-    h.q = q_.data() + at;
-    h.k = k_.data() + at;
-    h.v = v_.data() + at;
-    h.o = o_.data() + at;
-    h.lse = lse_.data() + b * seq;
-    h.d_o = do_.data() + at;
-    h.dq = dq_.data() + at;
-    h.dk = dk_.data() + at;
-    h.dv = dv_.data() + at;
-    if (backward) {
-      cpu::attention_backward(h, kAttentionBlock);
-    } else {
-      cpu::attention_forward(h, kAttentionBlock);
-    }
+  exec::ops::AttentionShape s;
+  s.batch = 1;
+  s.seq = seq;
+  s.heads = s.kv_heads = batch_heads;
+  s.head_dim = head_dim;
+  using Map = Eigen::Map<exec::ops::RowMatrix<float>>;
+  const int64_t cols = batch_heads * head_dim;
+  const Map q(q_.data(), seq, cols), k(k_.data(), seq, cols), v(v_.data(), seq, cols),
+      d_o(do_.data(), seq, cols);
+  Map o(o_.data(), seq, cols);
+  if (backward) {
+    // The executor's backward adds into its gradients (and zeroes them when a pass begins).
+    Map dq(dq_.data(), seq, cols), dk(dk_.data(), seq, cols), dv(dv_.data(), seq, cols);
+    dq.setZero();
+    dk.setZero();
+    dv.setZero();
+    exec::ops::attention_backward<float>(s, q, k, v, o, lse_, d_o, dq, dk, dv);
+  } else {
+    exec::ops::attention_forward<float>(s, q, k, v, o, lse_);
   }
 }
 
