@@ -1,4 +1,5 @@
-// The simulator's view of a plan as the CPU executor runs it: fp32, nothing overlapped.
+// The simulator's view of a plan as the CPU executor runs it: fp32, nothing overlapped, context
+// parallelism by all-gather.
 #include <gtest/gtest.h>
 
 #include "core/json_io.h"
@@ -13,11 +14,14 @@ TEST(AsExecuted, RunsInFp32WithNothingOverlapped) {
   ParallelPlan p;
   p.precision = Precision::kBf16;
   p.overlap_grad_reduce = p.overlap_param_gather = p.overlap_tp_comm = true;
+  p.cp_comm = CpComm::kRing;
   const ParallelPlan e = as_executed(p);
   EXPECT_EQ(e.precision, Precision::kFp32);
   EXPECT_FALSE(e.overlap_grad_reduce);
   EXPECT_FALSE(e.overlap_param_gather);
   EXPECT_FALSE(e.overlap_tp_comm);
+  // The executor's context parallelism gathers K and V (model_ops.h), no ring.
+  EXPECT_EQ(e.cp_comm, CpComm::kAllGather);
 }
 
 // Data parallel: the gradient reduction the default plan hides behind the backward is all

@@ -151,6 +151,9 @@ ParallelPlan as_executed(ParallelPlan plan) {
   plan.overlap_grad_reduce = false;
   plan.overlap_param_gather = false;
   plan.overlap_tp_comm = false;
+  // Context parallelism gathers K and V of the whole sequence before attention (and
+  // reduce-scatters their gradients), blocking; no ring.
+  plan.cp_comm = CpComm::kAllGather;
   return plan;
 }
 

@@ -155,7 +155,9 @@ void MpiCommunicator::prepare(CollectiveOp op, double bytes, int group_size) {
   counts_ = counts_for(op, bytes, group_size);
   size_t send = 0, recv = 0;
   switch (op) {
-    case CollectiveOp::kAllReduce:
+    case CollectiveOp::kAllReduce:  // in place
+      recv = static_cast<size_t>(counts_.total);
+      break;
     case CollectiveOp::kAllToAll:
     case CollectiveOp::kSendRecv:
       send = recv = static_cast<size_t>(counts_.total);
@@ -179,7 +181,10 @@ int MpiCommunicator::run(CollectiveOp op, MPI_Comm group, int index, int group_s
   const int per_rank = static_cast<int>(counts_.per_rank);
   switch (op) {
     case CollectiveOp::kAllReduce:
-      return MPI_Allreduce(send_.data(), recv_.data(), total, MPI_FLOAT, MPI_SUM, group);
+      // In place, as training reduces its gradients and activations (the executor's
+      // ProcessGroup, and NCCL under Megatron and DDP); Open MPI's in-place all-reduce is up to
+      // 20% slower than out-of-place on shared memory.
+      return MPI_Allreduce(MPI_IN_PLACE, recv_.data(), total, MPI_FLOAT, MPI_SUM, group);
     case CollectiveOp::kAllGather:
       return MPI_Allgather(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank, MPI_FLOAT,
                            group);
