@@ -1,5 +1,7 @@
 #include "core/measured_run.h"
 
+#include <cctype>
+
 namespace parallax {
 namespace {
 
@@ -25,6 +27,7 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   r.where = where;
   r.id = f.string("id");
   r.source = f.string("source", "");
+  r.source_url = f.string("source_url", "");
   if (const Json* m = f.object("model")) {
     auto mr = model_from_json(*m, where + "/model");
     if (mr)
@@ -113,6 +116,24 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   return r;
 }
 
+std::optional<double> arxiv_number(const std::string& url) {
+  for (const char* prefix : {"arxiv.org/abs/", "arxiv.org/pdf/"}) {
+    const size_t at = url.find(prefix);
+    if (at == std::string::npos) continue;
+    // YYMM.NNNN or YYMM.NNNNN (new-style identifiers, since 2007).
+    const std::string id = url.substr(at + std::string(prefix).size());
+    size_t digits = 0;
+    while (digits < id.size() && std::isdigit(static_cast<unsigned char>(id[digits]))) ++digits;
+    if (digits != 4 || id.size() < 9 || id[4] != '.') return std::nullopt;
+    size_t end = 5;
+    while (end < id.size() && std::isdigit(static_cast<unsigned char>(id[end]))) ++end;
+    if (end - 5 < 4 || end - 5 > 5) return std::nullopt;
+    // Five-digit numbers (2015 on) and four-digit ones order alike as YYMM + n / 1e5.
+    return std::stod(id.substr(0, 4)) + std::stod(id.substr(5, end - 5)) / 1e5;
+  }
+  return std::nullopt;
+}
+
 ParallelPlan to_plan(const MeasuredRun& r) {
   ParallelPlan p;
   p.tp = r.tp;
@@ -131,6 +152,11 @@ ParallelPlan to_plan(const MeasuredRun& r) {
   p.fsdp = r.fsdp.value_or(false);
   p.zero_stage = r.distributed_optimizer.value_or(false) ? 1 : 0;
   p.precision = r.precision;
+  // FlashAttention (Dao et al., arXiv 2205.14135, May 2022) was the first fused attention kernel
+  // frameworks adopted; a run published before it computed the s x s scores.
+  constexpr double kFlashAttentionArxiv = 2205.14135;
+  if (const auto a = arxiv_number(r.source_url); a && *a < kFlashAttentionArxiv)
+    p.attention = AttentionImpl::kUnfused;
   if (p.fsdp) {
     // PyTorch FSDP: PyTorch's own stack (TorchTitan), as kFillRule says.
     p.attention = AttentionImpl::kFlash2;

@@ -15,7 +15,7 @@ enum class FlopsBasis { kModel, kHardware };
 enum class AttentionCounting { kFull, kCausal };
 
 struct MeasuredRun {
-  std::string id, source;
+  std::string id, source, source_url;
   std::string where;  ///< where the record was read ("runs.jsonl:12:"), for diagnostics
   ModelSpec model;
   int64_t seq_len = 0;
@@ -40,13 +40,20 @@ inline constexpr const char* kFillRule =
     "distributed_optimizer=false; fsdp=false; attention FLOPs counted 'full' when the record does "
     "not say; overlap of gradient reduction and parameter gathering on, TP overlap off. "
     "Software stack: fused attention at the part's best kernel and Megatron's selective "
-    "recompute (the attention core), except in runs sharded with PyTorch FSDP (fsdp=true), which "
-    "ran PyTorch's own stack (TorchTitan): attention through SDPA (FlashAttention-2), "
-    "'selective' as per-op selective checkpointing, and an unknown micro_batch under pipelining "
-    "as local batch / (pp*vpp) (TorchTitan's default of one microbatch per pipeline stage)";
+    "recompute (the attention core), except in runs published on arXiv before FlashAttention "
+    "(arXiv 2205.14135), when no framework had a fused kernel: unfused attention (batched QK^T "
+    "and PV GEMMs around a softmax over the s x s scores); and in runs sharded with PyTorch FSDP "
+    "(fsdp=true), which ran PyTorch's own stack (TorchTitan): attention through SDPA "
+    "(FlashAttention-2), 'selective' as per-op selective checkpointing, and an unknown "
+    "micro_batch under pipelining as local batch / (pp*vpp) (TorchTitan's default of one "
+    "microbatch per pipeline stage)";
 
 /// Parses one record; `where` is e.g. "runs.jsonl:12".
 Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where);
+
+/// The arXiv identifier of a source address (".../abs/2104.04473", ".../pdf/2205.05198v2") as
+/// YYMM.NNNNN, which orders by submission; nullopt when the address is not an arXiv paper.
+std::optional<double> arxiv_number(const std::string& url);
 
 /// The plan the simulator runs for a record, unknown fields filled by kFillRule.
 ParallelPlan to_plan(const MeasuredRun& r);

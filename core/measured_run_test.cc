@@ -191,9 +191,36 @@ TEST(MeasuredRun, FsdpRecordsRunPyTorchsStack) {
   EXPECT_EQ(to_plan(Parse(j)).recompute, Recompute::kFull);
 }
 
+// A run published before FlashAttention (arXiv 2205.14135) computed attention unfused; the
+// publication is known by its arXiv identifier, which orders by submission month.
+TEST(MeasuredRun, RunsPublishedBeforeFlashAttentionRanUnfusedAttention) {
+  EXPECT_DOUBLE_EQ(arxiv_number("https://arxiv.org/abs/2104.04473").value(), 2104.04473);
+  EXPECT_DOUBLE_EQ(arxiv_number("https://arxiv.org/pdf/2205.05198v2").value(), 2205.05198);
+  EXPECT_DOUBLE_EQ(arxiv_number("arxiv.org/abs/1909.0805").value(), 1909.00805);
+  for (const char* not_arxiv :
+       {"", "https://github.com/NVIDIA/Megatron-LM", "https://arxiv.org/abs/hep-th/9901001",
+        "https://arxiv.org/abs/2104", "https://arxiv.org/abs/2104.044731"})
+    EXPECT_FALSE(arxiv_number(not_arxiv).has_value()) << not_arxiv;
+
+  Json j = Record();
+  j["source_url"] = "https://arxiv.org/abs/2104.04473";
+  EXPECT_EQ(to_plan(Parse(j)).attention, AttentionImpl::kUnfused);
+  j["source_url"] = "https://arxiv.org/abs/2205.05198";  // May 2022, before FlashAttention
+  EXPECT_EQ(to_plan(Parse(j)).attention, AttentionImpl::kUnfused);
+  j["source_url"] = "https://arxiv.org/abs/2205.14135";  // FlashAttention itself
+  EXPECT_EQ(to_plan(Parse(j)).attention, AttentionImpl::kFlash);
+  j["source_url"] = "https://arxiv.org/abs/2407.21783";
+  EXPECT_EQ(to_plan(Parse(j)).attention, AttentionImpl::kFlash);
+  j["source_url"] = "https://github.com/pytorch/torchtitan";
+  EXPECT_EQ(to_plan(Parse(j)).attention, AttentionImpl::kFlash);
+  j.erase("source_url");
+  EXPECT_EQ(to_plan(Parse(j)).attention, AttentionImpl::kFlash);
+}
+
 TEST(MeasuredRun, FillRuleTextNamesTheSoftwareStack) {
   const std::string rule = kFillRule;
-  for (const char* s : {"fsdp=true", "FlashAttention-2", "per-op selective", "(pp*vpp)"})
+  for (const char* s : {"fsdp=true", "FlashAttention-2", "per-op selective", "(pp*vpp)",
+                        "before FlashAttention", "unfused attention"})
     EXPECT_NE(rule.find(s), std::string::npos) << s;
 }
 
