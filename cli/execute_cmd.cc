@@ -162,7 +162,12 @@ void print_op_times(const exec::TrainResult& r, const StepReport* predicted, boo
       }
       ops.push_back(o);
     }
-    (*out)["op_times"] = {{"step", step->step}, {"ops", ops}, {"rest_s", rest}};
+    (*out)["op_times"] = {{"step", step->step},
+                          {"ops", ops},
+                          {"rest_s", rest},
+                          {"ranks_min_s", step->ops_min_s},
+                          {"ranks_max_s", step->ops_max_s},
+                          {"slowest_rank", step->slowest_rank}};
     if (predicted) (*out)["op_times"]["predicted_rest_s"] = predicted_rest;
     return;
   }
@@ -185,6 +190,14 @@ void print_op_times(const exec::TrainResult& r, const StepReport* predicted, boo
   std::printf(
       "    rest (communication, waits, copies): %.2f ms%s\n", 1e3 * rest,
       predicted ? (", predicted " + format_fixed(1e3 * predicted_rest, 2) + " ms").c_str() : "");
+  if (step->ops_max_s > step->ops_min_s) {
+    // Without pipeline stages and experts every rank runs the same work, so a spread is a
+    // slower rank, whose lateness the others wait out in "rest".
+    const double spread = step->ops_max_s / step->ops_min_s - 1;
+    std::printf("    operators over the ranks: %.2f to %.2f ms, rank %d slowest (+%.0f%%)%s\n",
+                1e3 * step->ops_min_s, 1e3 * step->ops_max_s, step->slowest_rank, 100 * spread,
+                spread > 0.1 ? ": a straggler, which the others wait for" : "");
+  }
 }
 
 /// Bytes as text, with the unprintable ones escaped.

@@ -756,6 +756,14 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     r.tokens_per_s = step_tokens / r.time_s;
     r.peak_memory_gib = group.max(peak_resident_gib());
     r.ops = OpClock::seconds();
+    if (o.op_times && pp == 1 && o.ep == 1) {
+      // The ranks' operator time: without pipeline stages and routed experts every rank has
+      // the same work, so a spread says a rank ran slower (a straggler).
+      const double mine = r.ops.total();
+      r.ops_max_s = group.max(mine);
+      r.ops_min_s = -group.max(-mine);
+      r.slowest_rank = static_cast<int>(group.max(mine == r.ops_max_s ? group.rank() : -1));
+    }
     result.steps.push_back(r);
     if (on_step) on_step(r);
     if (Diagnostics d = finish_pending(); !d.empty()) return d;

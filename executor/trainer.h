@@ -74,6 +74,10 @@ struct StepRecord {
   double tokens_per_s = 0;     ///< global batch tokens / time_s
   double peak_memory_gib = 0;  ///< the largest peak resident set over the ranks so far
   OpSeconds ops;               ///< this rank's time by operator (with TrainOptions::op_times)
+  /// With op_times, pp = 1 and ep = 1 (every rank the same work): the least and most operator
+  /// time over the ranks, and the rank with the most; else 0.
+  double ops_min_s = 0, ops_max_s = 0;
+  int slowest_rank = 0;
 };
 
 struct TrainResult {

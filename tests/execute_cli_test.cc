@@ -94,6 +94,10 @@ TEST(ExecuteCli, ComparesEachOperatorWithItsPrediction) {
   }
   EXPECT_GT(by_op["optimizer"]["forward_s"].get<double>(), 0);
   EXPECT_EQ(by_op["moe"]["forward_s"].get<double>(), 0);
+  // One rank: the spread over the ranks is this rank's operator time.
+  EXPECT_DOUBLE_EQ(t["ranks_min_s"].get<double>(), measured);
+  EXPECT_DOUBLE_EQ(t["ranks_max_s"].get<double>(), measured);
+  EXPECT_EQ(t["slowest_rank"].get<int>(), 0);
   // The operators and the rest make up the step, measured and predicted.
   EXPECT_NEAR(measured + t["rest_s"].get<double>(), step_time, 1e-9 + 1e-6 * step_time);
   EXPECT_NEAR(predicted + t["predicted_rest_s"].get<double>(),
@@ -145,6 +149,14 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
   // The same sequences, summed in a different order: equal to fp32 round-off.
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], 1e-4 * a[i]) << "step " << i + 1;
   EXPECT_EQ(ParseOrFail(two.out, "dp2")["ranks"], 2);
+  // --op-times spans the ranks' operator time: the slowest rank is one of the two and its time
+  // the most.
+  const CliRun timed = mpirun2(args + " --op-times");
+  ASSERT_EQ(timed.exit_code, 0) << timed;
+  const Json t = ParseOrFail(timed.out, "dp2 --op-times")["op_times"];
+  EXPECT_GT(t["ranks_min_s"].get<double>(), 0) << t;
+  EXPECT_GE(t["ranks_max_s"].get<double>(), t["ranks_min_s"].get<double>()) << t;
+  EXPECT_TRUE(t["slowest_rank"] == 0 || t["slowest_rank"] == 1) << t;
   // The distributed optimizer (ZeRO-1: Adam state sharded, gradients reduce-scattered,
   // parameters all-gathered) follows the same curve.
   const CliRun zero = mpirun2(args + " --zero 1");
