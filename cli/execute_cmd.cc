@@ -1,5 +1,7 @@
 // `parallax execute`: train the plan's model for real on CPU ranks (one MPI process per rank) or
 // one GPU (--backend cuda), and report loss, step time, throughput and memory.
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -457,6 +459,14 @@ int run(const Opts& o) {
   const double error = predicted && result->median_step_time_s > 0
                            ? predicted->step_time_s / result->median_step_time_s - 1
                            : 0;
+  // The simulator gives every rank a core (calibrate measures one core per rank); ranks sharing
+  // cores run slower than that, and the comparison says so.
+  std::string note;
+  if (const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+      predicted && cores > 0 && group->local_size() > cores)
+    note = std::to_string(group->local_size()) + " ranks share this host's " +
+           std::to_string(cores) +
+           " cores: the prediction assumes a core per rank, so the measurement is not comparable";
   if (table) {
     std::printf(
         "  median step %.4f s, %.0f tokens/s (%.0f per rank), peak memory %.3f GiB per rank\n",
@@ -466,6 +476,7 @@ int run(const Opts& o) {
       std::printf("  predicted on %s: step %.4f s (%+.1f%%), peak memory %.3f GiB\n",
                   resolved->cluster.hw.name.c_str(), predicted->step_time_s, 100 * error,
                   predicted->peak_memory_gib);
+    if (!note.empty()) std::printf("  note: %s\n", note.c_str());
     if (o.op_times) print_op_times(*result, predicted ? &*predicted : nullptr, false, nullptr);
   } else {
     Json j = {{"model", resolved->model.name},
@@ -490,6 +501,7 @@ int run(const Opts& o) {
       j["predicted_peak_memory_gib"] = predicted->peak_memory_gib;
       j["step_time_error"] = error;
       j["profile"] = resolved->cluster.hw.name;
+      if (!note.empty()) j["note"] = note;
     }
     j["step_times_s"] = times;
     if (o.op_times) print_op_times(*result, predicted ? &*predicted : nullptr, true, &j);

@@ -91,7 +91,8 @@ void finalize_at_exit() {
 /// blocked in MPI and cannot return).
 class MpiGroup final : public ProcessGroup {
  public:
-  MpiGroup(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
+  MpiGroup(MPI_Comm comm, double timeout_s, int local_size = 1)
+      : comm_(comm), timeout_s_(timeout_s), local_size_(local_size) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     MPI_Comm_dup(comm_, &side_);
@@ -118,6 +119,7 @@ class MpiGroup final : public ProcessGroup {
   MpiGroup& operator=(const MpiGroup&) = delete;
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_size() const override { return local_size_; }
   Diagnostics all_reduce_sum(std::span<float> data) override {
     return reduce(data.data(), static_cast<int64_t>(data.size()), MPI_FLOAT);
   }
@@ -403,6 +405,7 @@ class MpiGroup final : public ProcessGroup {
   static constexpr int kArrivalTag = 1;
   MPI_Comm comm_, side_ = MPI_COMM_NULL;
   double timeout_s_;
+  int local_size_ = 1;
   int rank_ = 0, size_ = 1;
   int64_t seq_ = 0;               // collectives this rank has entered on this group
   std::vector<int64_t> arrived_;  // rank 0: the newest collective each member has entered
@@ -457,7 +460,14 @@ Result<std::unique_ptr<ProcessGroup>> make_mpi_world(double timeout_s) {
   const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   if (rc != MPI_SUCCESS) return Diagnostic{"mpi", "MPI_Comm_dup failed: " + mpi_error(rc), ""};
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(comm, timeout_s));
+  // The ranks sharing this host.
+  int local_size = 1;
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &local_size);
+    MPI_Comm_free(&node);
+  }
+  return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(comm, timeout_s, local_size));
 #else
   return Diagnostic{"mpi", "this build has no MPI", "install OpenMPI (libopenmpi-dev) and rebuild"};
 #endif

@@ -16,6 +16,9 @@ class ProcessGroup {
   virtual ~ProcessGroup() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// The ranks of the job on this rank's host (MPI's shared-memory split of the world); 1 for a
+  /// single process and for sub-groups.
+  virtual int local_size() const { return 1; }
   /// Sums `data` element-wise over every rank, in place (every rank calls it alike).
   virtual Diagnostics all_reduce_sum(std::span<float> data) = 0;
   virtual Diagnostics all_reduce_sum(std::span<double> data) = 0;

@@ -1,6 +1,7 @@
 // `parallax execute` end to end: a tiny model trains on one rank, the same run under
 // `mpirun -np 2` (data parallel) gives the same losses, and what is not executed yet is refused.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -16,6 +17,18 @@ std::string tiny_model(const ScratchDir& dir) {
   const std::string path = dir.file("tiny.json");
   std::ofstream(path) << R"({"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
     "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256})";
+  return path;
+}
+
+// A profile --compare can predict fp32 on (CPU ranks train in fp32): the A100's with its fp32
+// peak (datasheet: 19.5 TFLOPS).
+std::string fp32_profile(const ScratchDir& dir) {
+  std::ifstream in(std::string(PARALLAX_SOURCE_DIR) + "/hw_profiles/a100-sxm-80gb.json");
+  Json profile = Json::parse(in);
+  profile["name"] = "a100-fp32";
+  profile["fp32_tflops"] = {{"value", 19.5}, {"source", "NVIDIA A100 datasheet, FP32"}};
+  const std::string path = dir.file("a100-fp32.json");
+  std::ofstream(path) << profile.dump();
   return path;
 }
 
@@ -57,15 +70,9 @@ TEST(ExecuteCli, TinyModelTrainsFromTheUniformLoss) {
 
 TEST(ExecuteCli, ComparesEachOperatorWithItsPrediction) {
   ScratchDir dir;
-  // CPU ranks train in fp32: the A100's profile with its fp32 peak (datasheet: 19.5 TFLOPS).
-  std::ifstream in(std::string(PARALLAX_SOURCE_DIR) + "/hw_profiles/a100-sxm-80gb.json");
-  Json profile = Json::parse(in);
-  profile["name"] = "a100-fp32";
-  profile["fp32_tflops"] = {{"value", 19.5}, {"source", "NVIDIA A100 datasheet, FP32"}};
-  std::ofstream(dir.file("a100-fp32.json")) << profile.dump();
   const std::string args = "execute --model " + Quote(tiny_model(dir)) +
-                           " --gbs 4 --seq 64 --steps 3 --cluster " +
-                           Quote(dir.file("a100-fp32.json")) + " --compare --op-times";
+                           " --gbs 4 --seq 64 --steps 3 --cluster " + Quote(fp32_profile(dir)) +
+                           " --compare --op-times";
   CliRun r = Parallax(args + " --format json", Streams::kStdoutOnly);
   ASSERT_EQ(r.exit_code, 0) << r;
   const Json j = ParseOrFail(r.out, "execute --op-times");
@@ -151,12 +158,28 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
   EXPECT_EQ(ParseOrFail(two.out, "dp2")["ranks"], 2);
   // --op-times spans the ranks' operator time: the slowest rank is one of the two and its time
   // the most.
-  const CliRun timed = mpirun2(args + " --op-times");
+  const CliRun timed =
+      mpirun2(args + " --op-times --compare --cluster " + Quote(fp32_profile(dir)));
   ASSERT_EQ(timed.exit_code, 0) << timed;
-  const Json t = ParseOrFail(timed.out, "dp2 --op-times")["op_times"];
+  const Json tj = ParseOrFail(timed.out, "dp2 --op-times");
+  const Json& t = tj["op_times"];
   EXPECT_GT(t["ranks_min_s"].get<double>(), 0) << t;
   EXPECT_GE(t["ranks_max_s"].get<double>(), t["ranks_min_s"].get<double>()) << t;
   EXPECT_TRUE(t["slowest_rank"] == 0 || t["slowest_rank"] == 1) << t;
+  // The prediction gives each rank a core: more ranks than the host's cores are not comparable,
+  // and the comparison says so.
+  EXPECT_EQ(tj.contains("note"), sysconf(_SC_NPROCESSORS_ONLN) < 2) << tj;
+  const CliRun four =
+      MpiParallax(4,
+                  "execute --model " + Quote(tiny_model(dir)) +
+                      " --gpus 4 --gbs 4 --seq 32 --steps 1 --format json --compare --cluster " +
+                      Quote(fp32_profile(dir)),
+                  Streams::kStdoutOnly);
+  ASSERT_EQ(four.exit_code, 0) << four;
+  const Json fj = ParseOrFail(four.out, "dp4 --compare");
+  EXPECT_EQ(fj.contains("note"), sysconf(_SC_NPROCESSORS_ONLN) < 4) << fj;
+  if (fj.contains("note"))
+    EXPECT_NE(fj["note"].get<std::string>().find("4 ranks share this host's"), std::string::npos);
   // The distributed optimizer (ZeRO-1: Adam state sharded, gradients reduce-scattered,
   // parameters all-gathered) follows the same curve.
   const CliRun zero = mpirun2(args + " --zero 1");
