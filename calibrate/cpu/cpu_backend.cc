@@ -14,10 +14,13 @@
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <limits>
@@ -82,13 +85,27 @@ void softmax_kernel(const float* x, float* y, int64_t rows, int64_t cols) {
 
 namespace {
 
-using BfMatrix = Eigen::Matrix<Eigen::bfloat16, Eigen::Dynamic, Eigen::Dynamic>;
+using BfRowMatrix = Eigen::Matrix<Eigen::bfloat16, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Clock = std::chrono::steady_clock;
 
 constexpr float kTriadScale = 3.0f;  // STREAM's scalar
 // A benchmark may use this share of a rank's memory; beyond it the machine would swap or the
 // neighbouring ranks would run out, and the timing would not be of the kernel.
 constexpr double kMaxMemoryShare = 0.25;
+
+/// Copies of a GEMM's weight operand (`weight_bytes` each) that the timing rotates through, so
+/// that no repetition finds its weights in cache, as a training step does not (each layer's
+/// weights were evicted by the other layers' since their last use); the activations and the
+/// output stay in cache, as when the previous operator has just written them. Together the
+/// copies span the last-level cache the C library reports, within 32 to 128 MiB (a larger one
+/// is a whole socket's, shared by many cores), or 64 MiB when it reports none; at most 4096.
+size_t weight_copies(double weight_bytes) {
+  constexpr double kMiB = 1 << 20;
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const double span =
+      llc > 0 ? std::clamp(static_cast<double>(llc), 32 * kMiB, 128 * kMiB) : 64 * kMiB;
+  return static_cast<size_t>(std::clamp(std::ceil(span / weight_bytes), 1.0, 4096.0));
+}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -206,9 +223,15 @@ class CpuBackend final : public ComputeBackend {
   double memory_gib_ = 0;
   volatile float sink_ = 0;
 
-  // GEMM operands of the last shape (fp32 or bf16; the other precision's are empty).
-  Eigen::MatrixXf a_, b_, c_;
-  BfMatrix a16_, b16_, c16_;
+  // GEMM operands of the last shape (fp32 or bf16; the other precision's are empty), row-major,
+  // C = A B^T: activations (m x k) times a weight stored out x in (n x k), as nn.Linear and the
+  // executor multiply; weight_copies() copies of B, each repetition on the next.
+  cpu::RowMatrix a_, c_;
+  BfRowMatrix a16_, c16_;
+  // The copies of B, back to back in one buffer kept from shape to shape (so that each shape
+  // only copies into pages already mapped).
+  std::vector<float> weights_;
+  size_t copies_ = 0, next_b_ = 0;
   std::optional<std::tuple<int64_t, int64_t, int64_t, Precision>> gemm_shape_;
 
   // Memory kernels: x0, x1 (second input of triad and swiglu), y, w (rmsnorm weight).
@@ -234,23 +257,30 @@ void CpuBackend::prepare_gemm(int64_t m, int64_t n, int64_t k, Precision p) {
   const auto shape = std::make_tuple(m, n, k, p);
   if (gemm_shape_ == shape) return;
   gemm_shape_.reset();
-  a_.resize(m, k);
-  b_.resize(k, n);
-  fill_uniform(a_.data(), m * k, 0x5eed01);
-  fill_uniform(b_.data(), k * n, 0x5eed02);
-  if (p == Precision::kBf16) {
-    a16_ = a_.cast<Eigen::bfloat16>();
-    b16_ = b_.cast<Eigen::bfloat16>();
+  cpu::RowMatrix a(m, k), b(n, k);
+  fill_uniform(a.data(), m * k, 0x5eed01);
+  fill_uniform(b.data(), n * k, 0x5eed02);
+  const bool bf16 = p == Precision::kBf16;
+  const size_t weight_floats = static_cast<size_t>(n * k) / (bf16 ? 2 : 1) + 1;
+  copies_ = weight_copies(static_cast<double>(n * k) * (bf16 ? 2 : 4));
+  if (weights_.size() < copies_ * weight_floats) weights_.resize(copies_ * weight_floats);
+  if (bf16) {
+    a16_ = a.cast<Eigen::bfloat16>();
     c16_.resize(m, n);
+    const BfRowMatrix b16 = b.cast<Eigen::bfloat16>();
+    for (size_t i = 0; i < copies_; ++i)
+      std::memcpy(weights_.data() + i * weight_floats, b16.data(), b16.size() * 2);
     a_.resize(0, 0);
-    b_.resize(0, 0);
     c_.resize(0, 0);
   } else {
+    a_ = std::move(a);
     c_.resize(m, n);
+    for (size_t i = 0; i < copies_; ++i)
+      std::memcpy(weights_.data() + i * weight_floats, b.data(), b.size() * 4);
     a16_.resize(0, 0);
-    b16_.resize(0, 0);
     c16_.resize(0, 0);
   }
+  next_b_ = 0;
   gemm_shape_ = shape;
 }
 
@@ -268,18 +298,28 @@ Result<Stats> CpuBackend::gemm(int64_t m, int64_t n, int64_t k, Precision p,
   const double elements = static_cast<double>(m) * static_cast<double>(k) +
                           static_cast<double>(k) * static_cast<double>(n) +
                           static_cast<double>(m) * static_cast<double>(n);
-  if (auto d = check_footprint(what, elements * element_bytes)) return *d;
+  const double weight_bytes = static_cast<double>(n) * static_cast<double>(k) * element_bytes;
+  if (auto d = check_footprint(
+          what, elements * element_bytes +
+                    weight_bytes * static_cast<double>(weight_copies(weight_bytes) - 1)))
+    return *d;
   return guarded(what, [&]() -> Result<Stats> {
     prepare_gemm(m, n, k, p);
+    const bool bf16 = p == Precision::kBf16;
+    const size_t weight_floats = static_cast<size_t>(n * k) / (bf16 ? 2 : 1) + 1;
     auto once = [&]() -> double {
+      const float* w = weights_.data() + next_b_ * weight_floats;
+      next_b_ = (next_b_ + 1) % copies_;
       const auto t0 = Clock::now();
-      if (p == Precision::kBf16) {
-        c16_.noalias() = a16_ * b16_;
+      if (bf16) {
+        const Eigen::Map<const BfRowMatrix> b16(reinterpret_cast<const Eigen::bfloat16*>(w), n, k);
+        c16_.noalias() = a16_ * b16.transpose();
       } else {
-        c_.noalias() = a_ * b_;
+        const Eigen::Map<const cpu::RowMatrix> b(w, n, k);
+        c_.noalias() = a_ * b.transpose();
       }
       const double t = seconds_since(t0);
-      keep(p == Precision::kBf16 ? static_cast<float>(c16_(0, 0)) : c_(0, 0));
+      keep(bf16 ? static_cast<float>(c16_(0, 0)) : c_(0, 0));
       return t;
     };
     return time_repeated(once, policy, what);
