@@ -128,15 +128,30 @@ exec::TrainOptions train_options(const Opts& o, const ParallelPlan& plan) {
 }
 
 /// The simulator's time of pipeline stage 0 (the stage of rank 0) by the executor's operator
-/// kinds; spans the executor has no kind for (communication, fused ops) left out.
+/// kinds: communication by its cost category (tensor-, context-, expert-, data- and
+/// pipeline-parallel transfers), the rest by name; spans the executor has no kind for (fused
+/// ops) left out.
 exec::OpSeconds predicted_op_seconds(const StepReport& r) {
   exec::OpSeconds s;
   for (const TraceSpan& span : r.engine.trace) {
     if (span.rank != 0) continue;
+    const double t = span.end_s - span.start_s;
+    switch (span.category) {
+      case CostCategory::kTpComm:
+      case CostCategory::kCpComm:
+      case CostCategory::kEpComm:
+      case CostCategory::kDpComm:
+      case CostCategory::kPpComm: {
+        const bool backward = span.pass != PassKind::kForward || span.name == "send_grad";
+        (backward ? s.backward : s.forward)[static_cast<size_t>(exec::OpKind::kCommunication)] += t;
+        continue;
+      }
+      default:
+        break;
+    }
     const auto k = exec::op_kind_of(span.name);
     if (!k) continue;
-    (k->backward ? s.backward : s.forward)[static_cast<size_t>(k->kind)] +=
-        span.end_s - span.start_s;
+    (k->backward ? s.backward : s.forward)[static_cast<size_t>(k->kind)] += t;
   }
   return s;
 }
@@ -190,7 +205,7 @@ void print_op_times(const exec::TrainResult& r, const StepReport* predicted, boo
       row(exec::op_kind_name(static_cast<exec::OpKind>(i)), m.forward[i], p.forward[i],
           m.backward[i], p.backward[i]);
   std::printf(
-      "    rest (communication, waits, copies): %.2f ms%s\n", 1e3 * rest,
+      "    rest (copies, bookkeeping, idle): %.2f ms%s\n", 1e3 * rest,
       predicted ? (", predicted " + format_fixed(1e3 * predicted_rest, 2) + " ms").c_str() : "");
   if (step->ops_max_s > step->ops_min_s) {
     // Without pipeline stages and experts every rank runs the same work, so a spread is a

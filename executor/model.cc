@@ -368,6 +368,7 @@ template <typename T>
 void Pass<T>::forward(std::span<const T> input, T grad_scale) {
   grad_scale_ = grad_scale;
   backward_ = false;
+  OpClock::set_backward(false);
   aux_ = 0;
   if (stage_.embed) {
     unit_gather(ParamUnits::kEmbedUnit);
@@ -598,6 +599,7 @@ template <typename T>
 void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   // From here on, h_ is d(loss)/d(residual stream).
   backward_ = true;
+  OpClock::set_backward(true);
   if (stage_.head) {
     unit_gather(ParamUnits::kHeadUnit);
     const OpScope timed(OpKind::kNorm, true);

@@ -47,12 +47,11 @@ constexpr std::pair<std::string_view, OpKind> kNames[] = {
     {"experts_swiglu", OpKind::kMoe},
     {"experts_gelu", OpKind::kMoe},
     {"experts_down", OpKind::kMoe},
-    {"ep_dispatch", OpKind::kMoe},
-    {"ep_combine", OpKind::kMoe},
     {"logits", OpKind::kLogits},
     {"cross_entropy", OpKind::kCrossEntropy},
     {"optimizer", OpKind::kOptimizer},
     {"optimizer_step", OpKind::kOptimizer},
+    {"communication", OpKind::kCommunication},
 };
 
 }  // namespace
@@ -79,8 +78,14 @@ double OpSeconds::total() const {
   return s;
 }
 
+double OpSeconds::compute() const {
+  const auto c = static_cast<size_t>(OpKind::kCommunication);
+  return total() - forward[c] - backward[c];
+}
+
 void OpClock::enable(bool on) {
   enabled_ = on;
+  current_ = nullptr;
   reset();
 }
 

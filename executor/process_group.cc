@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "executor/op_times.h"
+
 #ifdef PARALLAX_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -127,6 +129,7 @@ class MpiGroup final : public ProcessGroup {
     return reduce(data.data(), static_cast<int64_t>(data.size()), MPI_DOUBLE);
   }
   Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<float> out) override {
+    const OpScope timed(OpKind::kCommunication);
     PX_CHECK(static_cast<int64_t>(data.size()) == static_cast<int64_t>(out.size()) * size_,
              "reduce-scatter of " << data.size() << " into chunks of " << out.size());
     PX_CHECK(out.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
@@ -136,6 +139,7 @@ class MpiGroup final : public ProcessGroup {
                  "MPI_Reduce_scatter_block");
   }
   Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) override {
+    const OpScope timed(OpKind::kCommunication);
     PX_CHECK(static_cast<int64_t>(out.size()) == static_cast<int64_t>(chunk.size()) * size_,
              "all-gather of " << chunk.size() << " into " << out.size());
     PX_CHECK(chunk.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
@@ -146,6 +150,7 @@ class MpiGroup final : public ProcessGroup {
   }
   Diagnostics all_gather(std::span<const float> mine, std::span<const int64_t> counts,
                          std::span<float> out) override {
+    const OpScope timed(OpKind::kCommunication);
     const Blocks b = blocks(counts, out.size());
     PX_CHECK(static_cast<int64_t>(mine.size()) == counts[static_cast<size_t>(rank_)],
              "all-gather of " << mine.size() << " values, counted " << counts[rank_]);
@@ -156,6 +161,7 @@ class MpiGroup final : public ProcessGroup {
   }
   Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<const int64_t> counts,
                                  std::span<float> out) override {
+    const OpScope timed(OpKind::kCommunication);
     const Blocks b = blocks(counts, data.size());
     PX_CHECK(static_cast<int64_t>(out.size()) == counts[static_cast<size_t>(rank_)],
              "reduce-scatter into " << out.size() << " values, counted " << counts[rank_]);
@@ -173,6 +179,7 @@ class MpiGroup final : public ProcessGroup {
   void barrier() override { arrive("barrier", 0); }
   Diagnostics all_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
                          std::span<float> recv, std::span<const int64_t> recv_counts) override {
+    const OpScope timed(OpKind::kCommunication);
     PX_CHECK(static_cast<int>(send_counts.size()) == size_ &&
                  static_cast<int>(recv_counts.size()) == size_,
              "all-to-all needs one count per rank");
@@ -196,6 +203,7 @@ class MpiGroup final : public ProcessGroup {
                  "MPI_Alltoallv");
   }
   Diagnostics all_to_all(std::span<const int64_t> send, std::span<int64_t> recv) override {
+    const OpScope timed(OpKind::kCommunication);
     PX_CHECK(send.size() == recv.size() && send.size() % static_cast<size_t>(size_) == 0,
              "all-to-all of counts: " << send.size() << " values over " << size_ << " ranks");
     const int per = static_cast<int>(send.size() / static_cast<size_t>(size_));
@@ -204,6 +212,7 @@ class MpiGroup final : public ProcessGroup {
                  "MPI_Alltoall");
   }
   Diagnostics send(std::span<const float> data, int dest, int tag) override {
+    const OpScope timed(OpKind::kCommunication);
     if (Diagnostics d = reap(false); !d.empty()) return d;
     PX_CHECK(data.size() <= static_cast<size_t>(INT_MAX), "message over INT_MAX elements");
     pending_.push_back({std::vector<float>(data.begin(), data.end()), MPI_REQUEST_NULL, dest});
@@ -213,6 +222,7 @@ class MpiGroup final : public ProcessGroup {
                  "MPI_Isend");
   }
   Diagnostics recv(std::span<float> data, int src, int tag) override {
+    const OpScope timed(OpKind::kCommunication);
     PX_CHECK(data.size() <= static_cast<size_t>(INT_MAX), "message over INT_MAX elements");
     MPI_Request r = MPI_REQUEST_NULL;
     if (Diagnostics d = check(
@@ -235,7 +245,10 @@ class MpiGroup final : public ProcessGroup {
                          ""}};
     return reap(false);
   }
-  Diagnostics wait_sends() override { return reap(true); }
+  Diagnostics wait_sends() override {
+    const OpScope timed(OpKind::kCommunication);
+    return reap(true);
+  }
   Result<std::unique_ptr<ProcessGroup>> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     if (Diagnostics d = check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
@@ -264,6 +277,7 @@ class MpiGroup final : public ProcessGroup {
     return b;
   }
   Diagnostics reduce(void* data, int64_t n, MPI_Datatype type) {
+    const OpScope timed(OpKind::kCommunication);
     // MPI counts are ints, and MPI's temporaries are as large as the message: large buffers go
     // in chunks of 16M elements.
     const int element = type == MPI_FLOAT ? 4 : 8;

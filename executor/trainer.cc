@@ -759,7 +759,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     if (o.op_times && pp == 1 && o.ep == 1) {
       // The ranks' operator time: without pipeline stages and routed experts every rank has
       // the same work, so a spread says a rank ran slower (a straggler).
-      const double mine = r.ops.total();
+      const double mine = r.ops.compute();
       r.ops_max_s = group.max(mine);
       r.ops_min_s = -group.max(-mine);
       r.slowest_rank = static_cast<int>(group.max(mine == r.ops_max_s ? group.rank() : -1));
