@@ -85,6 +85,7 @@ double OpSeconds::compute() const {
 
 void OpClock::enable(bool on) {
   enabled_ = on;
+  backward_ = false;
   current_ = nullptr;
   reset();
 }

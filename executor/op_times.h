@@ -67,7 +67,9 @@ class OpClock {
   static void add(OpKind k, bool backward, double s);
   /// The pass the model runs (set by its forward and backward), for scopes that do not know it
   /// (communication).
-  static void set_backward(bool backward) { backward_ = backward; }
+  static void set_backward(bool backward) {
+    if (enabled_) backward_ = backward;  // untouched while off: tests run passes on threads
+  }
   static bool in_backward() { return backward_; }
 
  private:
