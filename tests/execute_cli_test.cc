@@ -178,9 +178,10 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
       double all = 0;
       for (const Json& o : t["ops"])
         all += o["forward_s"].get<double>() + o["backward_s"].get<double>();
-      if (t["slowest_rank"] == 0)
+      if (t["slowest_rank"] == 0) {
         EXPECT_DOUBLE_EQ(t["ranks_max_s"].get<double>(),
                          all - op["forward_s"].get<double>() - op["backward_s"].get<double>());
+      }
     }
   // The prediction gives each rank a core: more ranks than the host's cores are not comparable,
   // and the comparison says so.
@@ -194,8 +195,9 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
   ASSERT_EQ(four.exit_code, 0) << four;
   const Json fj = ParseOrFail(four.out, "dp4 --compare");
   EXPECT_EQ(fj.contains("note"), sysconf(_SC_NPROCESSORS_ONLN) < 4) << fj;
-  if (fj.contains("note"))
+  if (fj.contains("note")) {
     EXPECT_NE(fj["note"].get<std::string>().find("4 ranks share this host's"), std::string::npos);
+  }
   // The distributed optimizer (ZeRO-1: Adam state sharded, gradients reduce-scattered,
   // parameters all-gathered) follows the same curve.
   const CliRun zero = mpirun2(args + " --zero 1");
