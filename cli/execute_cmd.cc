@@ -209,7 +209,7 @@ void print_op_times(const exec::TrainResult& r, const StepReport* predicted, boo
       predicted ? (", predicted " + format_fixed(1e3 * predicted_rest, 2) + " ms").c_str() : "");
   if (step->ops_max_s > step->ops_min_s) {
     // Without pipeline stages and experts every rank runs the same work, so a spread is a
-    // slower rank, whose lateness the others wait out in "rest".
+    // slower rank, whose lateness the others wait out in their communication.
     const double spread = step->ops_max_s / step->ops_min_s - 1;
     std::printf("    operators over the ranks: %.2f to %.2f ms, rank %d slowest (+%.0f%%)%s\n",
                 1e3 * step->ops_min_s, 1e3 * step->ops_max_s, step->slowest_rank, 100 * spread,

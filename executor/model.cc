@@ -229,7 +229,6 @@ class Pass {
   }
   double aux_ = 0;
   T grad_scale_ = 0;
-  bool backward_ = false;  ///< in backward(): operator times count as backward
   const std::function<void(std::span<T>)> no_stats_;
   /// Under sequence parallelism: the router statistics summed over tp, then over cp.
   const std::function<void(std::span<T>)> sp_stats_ = [this](std::span<T> x) {
@@ -367,7 +366,6 @@ void Pass<T>::cp_scatter(const RowMatrix<T>& full, RowMatrix<T>& local) {
 template <typename T>
 void Pass<T>::forward(std::span<const T> input, T grad_scale) {
   grad_scale_ = grad_scale;
-  backward_ = false;
   OpClock::set_backward(false);
   aux_ = 0;
   if (stage_.embed) {
@@ -504,12 +502,12 @@ template <typename T>
 void Pass<T>::norm_all_rows(const RowMatrix<T>& x, int64_t norm, std::span<T> rstd) {
   const std::span<const T> w = vec(in_.params, at(norm));
   if (!sp_) {
-    const OpScope timed(OpKind::kNorm, backward_);
+    const OpScope timed(OpKind::kNorm);
     ops::rms_norm_forward<T>(x, w, eps_, xn_, rstd);
     return;
   }
   {
-    const OpScope timed(OpKind::kNorm, backward_);
+    const OpScope timed(OpKind::kNorm);
     ops::rms_norm_forward<T>(x, w, eps_, xs_, rstd);
   }
   tp_.all_gather(std::span<const T>(xs_.data(), static_cast<size_t>(xs_.size())),
@@ -598,7 +596,6 @@ double Pass<T>::head(T grad_scale, std::span<T> grads, std::span<double> row_los
 template <typename T>
 void Pass<T>::backward(std::span<T> grads, std::span<const T> d_output) {
   // From here on, h_ is d(loss)/d(residual stream).
-  backward_ = true;
   OpClock::set_backward(true);
   if (stage_.head) {
     unit_gather(ParamUnits::kHeadUnit);

@@ -18,19 +18,19 @@
 namespace parallax::exec {
 
 enum class OpKind : int {
-  kEmbedding,      ///< lookup and its gradient's scatter-add
-  kNorm,           ///< every RMSNorm (recomputed ones in backward included)
-  kQkvProj,        ///< the query, key and value projections (MLA's too)
-  kRope,           ///< rotary embedding of q and k
-  kAttention,      ///< the attention kernel (scores, softmax, context)
-  kOutProj,        ///< the attention output projection
-  kMlpGateUp,      ///< gate and up projections of a dense or shared-expert MLP
-  kActivation,     ///< SwiGLU / GELU
-  kMlpDown,        ///< down projection
-  kMoe,            ///< router, permutation and the routed experts (their all-to-alls included)
-  kLogits,         ///< the output layer
-  kCrossEntropy,   ///< softmax cross-entropy
-  kOptimizer,      ///< gradient norm and AdamW
+  kEmbedding,     ///< lookup and its gradient's scatter-add
+  kNorm,          ///< every RMSNorm (recomputed ones in backward included)
+  kQkvProj,       ///< the query, key and value projections (MLA's too)
+  kRope,          ///< rotary embedding of q and k
+  kAttention,     ///< the attention kernel (scores, softmax, context)
+  kOutProj,       ///< the attention output projection
+  kMlpGateUp,     ///< gate and up projections of a dense or shared-expert MLP
+  kActivation,    ///< SwiGLU / GELU
+  kMlpDown,       ///< down projection
+  kMoe,           ///< router, permutation and the routed experts (their all-to-alls: communication)
+  kLogits,        ///< the output layer
+  kCrossEntropy,  ///< softmax cross-entropy
+  kOptimizer,     ///< gradient norm and AdamW
   kCommunication,  ///< collectives, sends and receives, and the waits in them
 };
 inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kCommunication) + 1;

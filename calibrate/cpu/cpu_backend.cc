@@ -231,6 +231,7 @@ class CpuBackend final : public ComputeBackend {
   // The copies of B, back to back in one buffer kept from shape to shape (so that each shape
   // only copies into pages already mapped).
   std::vector<float> weights_;
+  size_t weight_floats_ = 0;  // floats from one copy to the next
   size_t copies_ = 0, next_b_ = 0;
   std::optional<std::tuple<int64_t, int64_t, int64_t, Precision>> gemm_shape_;
 
@@ -261,22 +262,22 @@ void CpuBackend::prepare_gemm(int64_t m, int64_t n, int64_t k, Precision p) {
   fill_uniform(a.data(), m * k, 0x5eed01);
   fill_uniform(b.data(), n * k, 0x5eed02);
   const bool bf16 = p == Precision::kBf16;
-  const size_t weight_floats = static_cast<size_t>(n * k) / (bf16 ? 2 : 1) + 1;
+  weight_floats_ = static_cast<size_t>(n * k) / (bf16 ? 2 : 1) + 1;
   copies_ = weight_copies(static_cast<double>(n * k) * (bf16 ? 2 : 4));
-  if (weights_.size() < copies_ * weight_floats) weights_.resize(copies_ * weight_floats);
+  if (weights_.size() < copies_ * weight_floats_) weights_.resize(copies_ * weight_floats_);
   if (bf16) {
     a16_ = a.cast<Eigen::bfloat16>();
     c16_.resize(m, n);
     const BfRowMatrix b16 = b.cast<Eigen::bfloat16>();
     for (size_t i = 0; i < copies_; ++i)
-      std::memcpy(weights_.data() + i * weight_floats, b16.data(), b16.size() * 2);
+      std::memcpy(weights_.data() + i * weight_floats_, b16.data(), b16.size() * 2);
     a_.resize(0, 0);
     c_.resize(0, 0);
   } else {
     a_ = std::move(a);
     c_.resize(m, n);
     for (size_t i = 0; i < copies_; ++i)
-      std::memcpy(weights_.data() + i * weight_floats, b.data(), b.size() * 4);
+      std::memcpy(weights_.data() + i * weight_floats_, b.data(), b.size() * 4);
     a16_.resize(0, 0);
     c16_.resize(0, 0);
   }
@@ -306,9 +307,8 @@ Result<Stats> CpuBackend::gemm(int64_t m, int64_t n, int64_t k, Precision p,
   return guarded(what, [&]() -> Result<Stats> {
     prepare_gemm(m, n, k, p);
     const bool bf16 = p == Precision::kBf16;
-    const size_t weight_floats = static_cast<size_t>(n * k) / (bf16 ? 2 : 1) + 1;
     auto once = [&]() -> double {
-      const float* w = weights_.data() + next_b_ * weight_floats;
+      const float* w = weights_.data() + next_b_ * weight_floats_;
       next_b_ = (next_b_ + 1) % copies_;
       const auto t0 = Clock::now();
       if (bf16) {
