@@ -171,6 +171,12 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option("--attention", f->attention,
                   "attention kernel: flash (fused; FlashAttention-3/cuDNN on Hopper) | flash2 "
                   "(FlashAttention-2, PyTorch SDPA) | unfused (materialised s x s scores)");
+  cmd->add_option("--eager", f->eager,
+                  "elementwise ops as PyTorch eager runs them (one kernel per op, norms and rotary "
+                  "embeddings in fp32; TorchTitan without torch.compile) instead of fused (1/0)")
+      ->check(CLI::Range(0, 1))
+      ->expected(0, 1)
+      ->default_str("1");
   cmd->add_option("--overlap-tp-comm", f->overlap_tp, "overlap TP communication with GEMMs (1/0)")
       ->check(CLI::Range(0, 1))
       ->expected(0, 1)
@@ -253,6 +259,7 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
   }
   if (f.sp >= 0) p->sequence_parallel = f.sp != 0;
   if (f.fsdp >= 0) p->fsdp = f.fsdp != 0;
+  if (f.eager >= 0) p->eager = f.eager != 0;
   if (f.overlap_tp >= 0) p->overlap_tp_comm = f.overlap_tp != 0;
   if (f.overlap_grad >= 0) p->overlap_grad_reduce = f.overlap_grad != 0;
   if (f.overlap_param >= 0) p->overlap_param_gather = f.overlap_param != 0;

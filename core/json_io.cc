@@ -505,7 +505,7 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   JsonFields f(j, where, &d);
   // A plan file (`parallax plan --out`) is a scenario with its format and predicted figures.
   f.reject_unknown({"model", "cluster", "parallel", "batch", "seq_len", "recompute", "precision",
-                    "attention", "overlap", "notes", "format", "predicted"});
+                    "attention", "eager", "overlap", "notes", "format", "predicted"});
   Scenario s;
   s.plan = defaults;
   ParallelPlan& p = s.plan;
@@ -557,6 +557,7 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
             &d);
   read_enum(f, "precision", parse_precision, &p.precision, "bf16, fp8", &d);
   read_enum(f, "attention", parse_attention, &p.attention, "flash, flash2, unfused", &d);
+  p.eager = f.boolean("eager", p.eager);
   if (const Json* o = f.object("overlap")) {
     JsonFields of(*o, where + "/overlap", &d);
     of.reject_unknown({"grad_reduce", "param_gather", "tp_comm"});
@@ -587,6 +588,7 @@ Json plan_to_json(const ParallelPlan& p) {
           {"recompute", to_string(p.recompute)},
           {"precision", to_string(p.precision)},
           {"attention", to_string(p.attention)},
+          {"eager", p.eager},
           {"overlap",
            {{"grad_reduce", p.overlap_grad_reduce},
             {"param_gather", p.overlap_param_gather},

@@ -291,6 +291,7 @@ TEST(JsonIoScenario, MapsEveryField) {
     "recompute": "selective",
     "precision": "fp8",
     "attention": "unfused",
+    "eager": true,
     "overlap": {"grad_reduce": false, "param_gather": false, "tp_comm": true}})");
   auto s = scenario_from_json(j, "s.json:", ParallelPlan{});
   ASSERT_TRUE(s.ok()) << s.error_text();
@@ -319,12 +320,14 @@ TEST(JsonIoScenario, MapsEveryField) {
   EXPECT_TRUE(p.overlap_tp_comm);
   EXPECT_EQ(p.cp_comm, CpComm::kAllGather);
   EXPECT_EQ(p.attention, AttentionImpl::kUnfused);
+  EXPECT_TRUE(p.eager);
   // plan_to_json writes back what was read.
   const Json back = plan_to_json(p);
   EXPECT_EQ(back["parallel"]["schedule"], "interleaved");
   EXPECT_EQ(back["batch"]["global_batch"], 256);
   EXPECT_EQ(back["recompute"], "selective");
   EXPECT_EQ(back["precision"], "fp8");
+  EXPECT_EQ(back["eager"], true);
 }
 
 TEST(JsonIoScenario, FieldsLeftOutKeepTheDefaults) {

@@ -161,6 +161,9 @@ ParallelPlan to_plan(const MeasuredRun& r) {
     // PyTorch FSDP: PyTorch's own stack (TorchTitan), as kFillRule says.
     p.attention = AttentionImpl::kFlash2;
     if (p.recompute == Recompute::kSelective) p.recompute = Recompute::kSelectiveOp;
+    // TorchTitan leaves torch.compile off unless asked; torchao's Float8 training is run
+    // compiled (its casts are only fast fused), so fp8 runs count as compiled.
+    p.eager = p.precision != Precision::kFp8;
     const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
     if (!r.micro_batch && p.pp > 1 && p.dp > 0 && r.global_batch % p.dp == 0 &&
         (r.global_batch / p.dp) % stages == 0)

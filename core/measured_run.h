@@ -44,8 +44,10 @@ inline constexpr const char* kFillRule =
     "(arXiv 2205.14135), when no framework had a fused kernel: unfused attention (batched QK^T "
     "and PV GEMMs around a softmax over the s x s scores); and in runs sharded with PyTorch FSDP "
     "(fsdp=true), which ran PyTorch's own stack (TorchTitan): attention through SDPA "
-    "(FlashAttention-2), 'selective' as per-op selective checkpointing, and an unknown "
-    "micro_batch under pipelining as local batch / (pp*vpp) (TorchTitan's default of one "
+    "(FlashAttention-2), 'selective' as per-op selective checkpointing, elementwise ops as "
+    "PyTorch eager runs them (TorchTitan's default, compile off) except in fp8 runs (torchao "
+    "Float8 runs under torch.compile), and an unknown micro_batch under pipelining as local batch "
+    "/ (pp*vpp) (TorchTitan's default of one "
     "microbatch per pipeline stage)";
 
 /// Parses one record; `where` is e.g. "runs.jsonl:12".

@@ -175,12 +175,17 @@ TEST(MeasuredRun, FsdpRecordsRunPyTorchsStack) {
   EXPECT_EQ(megatron.recompute, Recompute::kSelective);
   EXPECT_EQ(megatron.attention, AttentionImpl::kFlash);
   EXPECT_EQ(megatron.micro_batch, 1);
+  EXPECT_FALSE(megatron.eager);
 
   j["parallel"]["fsdp"] = true;
   const ParallelPlan torch = to_plan(Parse(j));
   EXPECT_EQ(torch.recompute, Recompute::kSelectiveOp);
   EXPECT_EQ(torch.attention, AttentionImpl::kFlash2);
   EXPECT_EQ(torch.micro_batch, 8);  // 64 sequences / dp 4 = 16 a pipeline, over pp=2 stages
+  EXPECT_TRUE(torch.eager);         // TorchTitan leaves torch.compile off by default
+  j["precision"] = "fp8";           // ... but Float8 training runs compiled
+  EXPECT_FALSE(to_plan(Parse(j)).eager);
+  j["precision"] = "bf16";
 
   j["batch"]["micro_batch"] = 2;  // a given micro batch is kept
   EXPECT_EQ(to_plan(Parse(j)).micro_batch, 2);

@@ -50,6 +50,10 @@ struct ParallelPlan {
   bool overlap_grad_reduce = true;   ///< DP gradient reduction overlapped with backward
   bool overlap_param_gather = true;  ///< ZeRO/FSDP parameter all-gather overlapped with compute
   bool overlap_tp_comm = false;      ///< TP communication overlapped with GEMMs (TE comm overlap)
+  /// Elementwise ops as PyTorch eager runs them: one kernel per ATen op, RMSNorm and rotary
+  /// embeddings upcast to fp32 (TorchTitan without torch.compile). Otherwise fused kernels, as
+  /// Megatron with Transformer Engine or torch.compile run them.
+  bool eager = false;
 
   int gpus() const { return tp * pp * dp * cp; }
   int64_t num_microbatches() const {

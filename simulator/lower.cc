@@ -212,6 +212,77 @@ class LayerBuilder {
         compute_op(std::string(name) + ".bwd", compute_.memory_bound(bytes_fwd * bwd_factor)));
   }
 
+  /// An op PyTorch eager runs as a chain of memory-bound kernels over `elems` elements: the bytes
+  /// per element of each forward kernel and of each kernel its autograd runs in backward.
+  void eager_kernels(const char* name, double elems, const std::vector<double>& fwd_bytes,
+                     const std::vector<double>& bwd_bytes) {
+    auto chain = [&](const std::vector<double>& bytes) {
+      KernelTime t;
+      for (const double b : bytes) {
+        const KernelTime k = compute_.memory_bound(b * elems);
+        t.time_s += k.time_s;
+        t.bytes += k.bytes;
+      }
+      return t;
+    };
+    fwd_.push_back(compute_op(name, chain(fwd_bytes)));
+    bwd_in_.push_back(compute_op(std::string(name) + ".bwd", chain(bwd_bytes)));
+  }
+
+  /// RMSNorm over rows x width. Fused: the kernel reads and writes the activation; backward reads
+  /// it and the gradient and writes the input gradient (twice the bytes). Eager: torch.nn.RMSNorm
+  /// is ATen's composite rms_norm, one kernel per op: cast to fp32 (a + 4 bytes per element for
+  /// activations of a bytes), square (4 + 4), mean (4), scale by the reciprocal root (4 + 4),
+  /// cast back (4 + a), times the weight (2a): 36 bytes in bf16. Its autograd replays each op's
+  /// backward: the weight product (2a) and the weight gradient (product 3a, sum a), the casts
+  /// (a + 4, 4 + a), the scale's two gradients (4 + 4; product 12, sum 4), the mean's (4), the
+  /// square's (8 + 12) and the sum of the two paths into the input (12): 84 bytes in bf16. An
+  /// fp32 plan has no casts.
+  void norm(const char* name, double rows, double width) {
+    const double a = act_, elems = rows * width;
+    if (!p_.eager) {
+      memory(name, 2 * elems * a);
+      return;
+    }
+    const bool casts = a < kFp32;
+    std::vector<double> f = {8, 4, 8, 2 * a}, b = {2 * a, 3 * a, a, 8, 12, 4, 4, 8, 12, 12};
+    if (casts) {
+      f.insert(f.end(), {a + kFp32, kFp32 + a});
+      b.insert(b.end(), {a + kFp32, kFp32 + a});
+    }
+    eager_kernels(name, elems, f, b);
+  }
+
+  /// Rotary embeddings on this rank's query and key heads. Fused: read and write each element.
+  /// Eager (TorchTitan's apply_rotary_emb): cast to fp32 (a + 4), complex product with the
+  /// frequencies (4 + 4), cast back (4 + a), and the same three in backward.
+  void rope(double elems) {
+    if (!p_.eager) {
+      memory("rope", 2 * elems * act_);
+      return;
+    }
+    const double a = act_;
+    const std::vector<double> k =
+        a < kFp32 ? std::vector<double>{a + kFp32, 8, kFp32 + a} : std::vector<double>{8};
+    eager_kernels("rope", elems, k, k);
+  }
+
+  /// The MLP activation over rows x width (width: the up projection's output per branch). Fused
+  /// SwiGLU reads gate and up and writes their product (3a; backward twice that); GELU reads and
+  /// writes (2a). Eager SwiGLU (silu(gate) * up): silu (2a) and the product (3a); backward the
+  /// product's two gradients (3a each) and silu's (3a). Eager GELU: 2a, backward 3a.
+  void activation(const char* name, double elems, bool glu) {
+    const double a = act_;
+    if (!p_.eager) {
+      memory(name, elems * (glu ? 3 : 2) * a);
+      return;
+    }
+    if (glu)
+      eager_kernels(name, elems, {2 * a, 3 * a}, {3 * a, 3 * a, 3 * a});
+    else
+      eager_kernels(name, elems, {2 * a}, {3 * a});
+  }
+
   void attention() {
     const double bh = static_cast<double>(p_.micro_batch) * d_.q_heads;
     const int64_t sq = p_.seq_len / p_.cp, skv = p_.seq_len;
@@ -350,7 +421,7 @@ class LayerBuilder {
   // --- blocks -----------------------------------------------------------------------------------
   void attention_block() {
     const Dims& d = d_;
-    memory("input_norm", 2 * d.tokens_sp * d.h * act_);
+    norm("input_norm", d.tokens_sp, d.h);
     tp_enter("tp_gather.attn");
     if (m_.mla) {
       const auto& a = *m_.mla;
@@ -358,20 +429,20 @@ class LayerBuilder {
       if (a.q_lora_rank > 0) {
         gemm("q_down", d.tokens, d.h, a.q_lora_rank);
         settle_enter();
-        memory("q_norm", 2 * d.tokens * a.q_lora_rank * act_);
+        norm("q_norm", d.tokens, a.q_lora_rank);
         gemm("q_up", d.tokens, a.q_lora_rank, d.q_heads * d.d_qk);
       } else {
         gemm("q_proj", d.tokens, d.h, d.q_heads * d.d_qk);
         settle_enter();
       }
       gemm("kv_down", d.tokens, d.h, a.kv_lora_rank + a.qk_rope_head_dim);
-      memory("kv_norm", 2 * d.tokens * a.kv_lora_rank * act_);
+      norm("kv_norm", d.tokens, a.kv_lora_rank);
       gemm("kv_up", d.tokens, a.kv_lora_rank, d.q_heads * (a.qk_nope_head_dim + a.v_head_dim));
     } else {
       gemm("qkv_proj", d.tokens, d.h, (d.q_heads + 2 * d.kv_heads) * d.d_qk);
       settle_enter();
     }
-    memory("rope", 2 * d.tokens * (d.q_heads + d.kv_heads) * d.d_qk * act_);
+    rope(d.tokens * (d.q_heads + d.kv_heads) * d.d_qk);
     attention();
     gemm("out_proj", d.tokens, d.q_heads * d.d_v, d.h);
     tp_exit("tp_reduce.attn");
@@ -382,11 +453,11 @@ class LayerBuilder {
     const Dims& d = d_;
     const double w = static_cast<double>(width) / d.tp;
     const bool glu = m_.ffn_act == FfnAct::kSwiglu;
-    memory("post_attn_norm", 2 * d.tokens_sp * d.h * act_);
+    norm("post_attn_norm", d.tokens_sp, d.h);
     tp_enter("tp_gather.mlp");
     gemm(glu ? "mlp_gate_up" : "mlp_up", d.tokens, d.h, (glu ? 2 : 1) * w);
     settle_enter();
-    memory(glu ? "swiglu" : "gelu", d.tokens * w * (glu ? 3 : 2) * act_);
+    activation(glu ? "swiglu" : "gelu", d.tokens * w, glu);
     gemm("mlp_down", d.tokens, w, d.h);
     tp_exit("tp_reduce.mlp");
     residual_add(d.tokens_sp);
@@ -399,7 +470,7 @@ class LayerBuilder {
     // Tokens of this rank entering the MoE block: the sequence-parallel shard (Megatron requires
     // SP with TP for MoE); routed copies are spread evenly over the expert-parallel group.
     const double t = d.tokens / p_.tp;
-    memory("post_attn_norm", 2 * t * d.h * act_);
+    norm("post_attn_norm", t, d.h);
     gemm("router", t, d.h, e.experts, 1, GemmKind::kLinearBf16);
     memory("router_topk", t * e.experts * 3 * kFp32);
     memory("permute", 2 * t * e.top_k * d.h * act_);
@@ -412,8 +483,7 @@ class LayerBuilder {
     const double rows = t * e.top_k * p_.etp / local_experts;  // tokens per local expert
     const double w = static_cast<double>(e.expert_ffn_hidden) / p_.etp;
     gemm(glu ? "experts_gate_up" : "experts_up", rows, d.h, (glu ? 2 : 1) * w, local_experts);
-    memory(glu ? "experts_swiglu" : "experts_gelu",
-           rows * local_experts * w * (glu ? 3 : 2) * act_);
+    activation(glu ? "experts_swiglu" : "experts_gelu", rows * local_experts * w, glu);
     gemm("experts_down", rows, w, d.h, local_experts);
     etp_collective("etp_reduce", CollectiveOp::kReduceScatter, CollectiveOp::kAllGather, etp_bytes);
     all_to_all("ep_combine", t * e.top_k * d.h * act_);
@@ -423,7 +493,7 @@ class LayerBuilder {
       tp_enter("tp_gather.shared");
       gemm("shared_gate_up", d.tokens, d.h, (glu ? 2 : 1) * ws);
       settle_enter();
-      memory("shared_act", d.tokens * ws * (glu ? 3 : 2) * act_);
+      activation("shared_act", d.tokens * ws, glu);
       gemm("shared_down", d.tokens, ws, d.h);
       tp_exit("tp_reduce.shared");
     }
@@ -439,7 +509,7 @@ class LayerBuilder {
   void output_layer() {
     const Dims& d = d_;
     const double v = static_cast<double>(m_.vocab) / d.tp;
-    memory("final_norm", 2 * d.tokens_sp * d.h * act_);
+    norm("final_norm", d.tokens_sp, d.h);
     tp_enter("tp_gather.logits");
     gemm("logits", d.tokens, d.h, v, 1, GemmKind::kLinearBf16);
     settle_enter();

@@ -399,5 +399,42 @@ TEST(Lower, FlashAttention2UsesItsOwnEfficiencies) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 0), layer_activation_bytes(m, flash, 0));
 }
 
+// PyTorch eager runs RMSNorm and rotary embeddings as chains of fp32 kernels and SwiGLU as two;
+// fused, each is one kernel reading and writing its tensors once. Bytes per element (bf16):
+// norm 36 forward, 84 backward (6 and 12 kernels); rope 20 and 20 (3 and 3); SwiGLU 10 and 18
+// (2 and 3); fused norm 4 and 8, rope 4 and 8, SwiGLU 6 and 12.
+TEST(Lower, EagerElementwiseOpsCostTheirKernelChains) {
+  ModelSpec m = gpt(1);
+  m.ffn_act = FfnAct::kSwiglu;
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  HwProfile hw = round_profile();  // 1000 GB/s at full efficiency
+  hw.kernel_overhead_us = 1;
+  auto op_s = [&](const ParallelPlan& q, const char* op, bool bwd) {
+    const auto st = lower_stages(m, q, hw, RankMap(q, hw.scale_up_domain));
+    const OpCost* o = find_op(bwd ? st[0].backward : st[0].forward, op);
+    EXPECT_NE(o, nullptr) << op;
+    return o ? o->time_s : 0.0;
+  };
+  const double tokens = 2.0 * 2048, h = 1024, rope = tokens * 2 * 16 * 64,
+               ffn = tokens * static_cast<double>(m.ffn_hidden), us = 1e-6;
+  auto at = [](double bytes) { return bytes / 1e12; };
+  expect_rel(op_s(p, "input_norm", false), at(4 * tokens * h) + us);
+  expect_rel(op_s(p, "input_norm.bwd", true), at(8 * tokens * h) + us);
+  expect_rel(op_s(p, "rope", false), at(4 * rope) + us);
+  expect_rel(op_s(p, "swiglu.bwd", true), at(12 * ffn) + us);
+  p.eager = true;
+  expect_rel(op_s(p, "input_norm", false), at(36 * tokens * h) + 6 * us);
+  expect_rel(op_s(p, "input_norm.bwd", true), at(84 * tokens * h) + 12 * us);
+  expect_rel(op_s(p, "post_attn_norm", false), at(36 * tokens * h) + 6 * us);
+  expect_rel(op_s(p, "rope", false), at(20 * rope) + 3 * us);
+  expect_rel(op_s(p, "rope.bwd", true), at(20 * rope) + 3 * us);
+  expect_rel(op_s(p, "swiglu", false), at(10 * ffn) + 2 * us);
+  expect_rel(op_s(p, "swiglu.bwd", true), at(18 * ffn) + 3 * us);
+  // An fp32 plan has nothing to upcast: square, mean, scale, weight = 8 + 4 + 8 + 8 bytes.
+  p.precision = Precision::kFp32;
+  expect_rel(op_s(p, "input_norm", false), at(28 * tokens * h) + 4 * us);
+  expect_rel(op_s(p, "rope", false), at(8 * rope) + us);
+}
+
 }  // namespace
 }  // namespace parallax

@@ -26,7 +26,7 @@ std::string settings(const ParallelPlan& p) {
   os << to_string(p.precision) << ", recompute " << to_string(p.recompute) << ", "
      << (p.fsdp ? "fsdp" : "zero " + std::to_string(p.zero_stage)) << ", schedule "
      << to_string(p.schedule) << (p.sequence_parallel ? ", sequence parallel" : "")
-     << (p.overlap_tp_comm ? ", tp overlap" : "");
+     << (p.overlap_tp_comm ? ", tp overlap" : "") << (p.eager ? ", eager" : "");
   return os.str();
 }
 

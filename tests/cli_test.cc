@@ -149,6 +149,23 @@ TEST(CliSimulate, SwitchesAloneMeanOnAndTakeZeroOrOne) {
   EXPECT_EQ(Parallax("simulate --sp 5").exit_code, 2);
 }
 
+// --eager runs elementwise ops one PyTorch kernel at a time: the same FLOPs in more time.
+TEST(CliSimulate, EagerSlowsTheStepAndIsReported) {
+  const std::string base =
+      "simulate --model llama3.1-8b --gpus 8 --tp 1 --fsdp --gbs 16 --seq 4096 --format json";
+  const CliRun fused = Parallax(base, Streams::kStdoutOnly);
+  const CliRun eager = Parallax(base + " --eager", Streams::kStdoutOnly);
+  ASSERT_EQ(fused.exit_code, 0) << fused;
+  ASSERT_EQ(eager.exit_code, 0) << eager;
+  const Json f = ParseOrFail(fused.out, "fused"), e = ParseOrFail(eager.out, "eager");
+  ASSERT_FALSE(f.is_null());
+  ASSERT_FALSE(e.is_null());
+  EXPECT_GT(e["step_time_s"].get<double>(), 1.05 * f["step_time_s"].get<double>());
+  EXPECT_TRUE(Has(eager, "\"eager\": true")) << eager;
+  EXPECT_TRUE(Has(fused, "\"eager\": false")) << fused;
+  EXPECT_EQ(Parallax(base + " --eager 2").exit_code, 2);
+}
+
 TEST(CliSimulate, UnknownEnumValueListsTheValidOnes) {
   const CliRun r = Parallax("simulate --recompute partial --schedule gpipe");
   EXPECT_EQ(r.exit_code, 2) << r;

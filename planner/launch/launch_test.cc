@@ -449,6 +449,7 @@ TEST(LaunchTorchTitan, Llama8bFsdpMatchesGolden) {
   ParallelPlan p = llama8b_fsdp_plan();
   p.recompute = Recompute::kSelectiveOp;  // as TorchTitan runs it
   p.attention = AttentionImpl::kFlash2;
+  p.eager = true;  // TorchTitan's default: no torch.compile
   const std::string s = emitted(LaunchTarget::kTorchTitan, request("llama3.1-8b", p));
   expect_golden("torchtitan_llama3.1-8b_fsdp.toml", s);
   for (const char* line :
@@ -458,6 +459,25 @@ TEST(LaunchTorchTitan, Llama8bFsdpMatchesGolden) {
         "mode = \"selective\"", "selective_ac_option = \"op\""})
     EXPECT_TRUE(has_line(s, line)) << line << "\n" << s;
   EXPECT_FALSE(contains(s, "[compile]")) << s;
+}
+
+// The simulated fused elementwise ops are torch.compile's: a fused plan compiles, an eager one
+// does not unless Float8 needs it, and then says so.
+TEST(LaunchTorchTitan, CompilesUnlessThePlanIsEager) {
+  ParallelPlan p = llama8b_fsdp_plan();
+  p.recompute = Recompute::kSelectiveOp;
+  p.attention = AttentionImpl::kFlash2;
+  const std::string fused = emitted(LaunchTarget::kTorchTitan, request("llama3.1-8b", p));
+  EXPECT_TRUE(has_line(fused, "[compile]")) << fused;
+  EXPECT_TRUE(has_line(fused, "enable = true")) << fused;
+  p.eager = true;
+  const std::string eager = emitted(LaunchTarget::kTorchTitan, request("llama3.1-8b", p));
+  EXPECT_FALSE(contains(eager, "[compile]")) << eager;
+  EXPECT_FALSE(contains(eager, "--eager 0")) << eager;
+  p.precision = Precision::kFp8;
+  const std::string fp8 = emitted(LaunchTarget::kTorchTitan, request("llama3.1-8b", p));
+  EXPECT_TRUE(has_line(fp8, "[compile]")) << fp8;
+  EXPECT_TRUE(contains(fp8, "--eager 0")) << fp8;
 }
 
 // A plan simulated with Megatron's selective recompute or the fastest fused attention still

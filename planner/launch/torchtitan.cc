@@ -1,5 +1,6 @@
-// TorchTitan: the [training], [parallelism], [activation_checkpoint] (and, for fp8 or async TP,
-// [compile] and [quantize.linear.float8]) sections of a TOML job config, and TorchTitan's rules.
+// TorchTitan: the [training], [parallelism], [activation_checkpoint], [compile] (unless the plan
+// is eager; always for fp8 or async TP) and, for fp8, [quantize.linear.float8] sections of a TOML
+// job config, and TorchTitan's rules.
 //
 // Field names are those of the TOML-era JobConfig, torchtitan/config/job_config.py
 // (pytorch/torchtitan, late 2025): Parallelism.data_parallel_replicate_degree,
@@ -184,7 +185,13 @@ std::vector<std::string> torchtitan_notes(const LaunchRequest& r) {
         "TorchTitan runs attention through PyTorch SDPA (FlashAttention-2 on Hopper); the plan "
         "was simulated with the part's fastest fused kernel: simulate with --attention flash2 "
         "for TorchTitan's time.");
-  if (p.tp > 1 && p.overlap_tp_comm)
+  if (p.eager && (p.precision == Precision::kFp8 || (p.tp > 1 && p.overlap_tp_comm)))
+    notes.push_back(
+        "The plan was simulated eager, but " +
+        std::string(p.precision == Precision::kFp8 ? "Float8 training"
+                                                   : "async tensor parallelism") +
+        " runs under torch.compile: [compile] is enabled. Simulate with --eager 0 for its time.");
+  else if (p.tp > 1 && p.overlap_tp_comm)
     notes.push_back(
         "Async tensor parallelism works only under torch.compile: [compile] is "
         "enabled.");
@@ -203,7 +210,8 @@ std::string emit_torchtitan(const LaunchRequest& r) {
   s += training_section(r) + "\n";
   s += parallelism_section(r) + "\n";
   s += activation_checkpoint_section(p);
-  if (p.precision == Precision::kFp8 || (p.tp > 1 && p.overlap_tp_comm))
+  // The simulation's fused elementwise ops are torch.compile's; eager plans leave it off.
+  if (!p.eager || p.precision == Precision::kFp8 || (p.tp > 1 && p.overlap_tp_comm))
     s += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
   if (p.precision == Precision::kFp8) {
     s += "\n";
