@@ -30,6 +30,7 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   r.source_url = f.string("source_url", "");
   if (const Json* m = f.object("model")) {
     auto mr = model_from_json(*m, where + "/model");
+    r.dropout_given = m->is_object() && m->contains("dropout");
     if (mr)
       r.model = mr.value();
     else
@@ -170,6 +171,14 @@ ParallelPlan to_plan(const MeasuredRun& r) {
       p.micro_batch = static_cast<int>(r.global_batch / p.dp / stages);
   }
   return p;
+}
+
+ModelSpec to_model(const MeasuredRun& r) {
+  ModelSpec m = r.model;
+  // Megatron-LM's --attention-dropout and --hidden-dropout default to 0.1; TorchTitan (PyTorch
+  // FSDP, as kFillRule reads the stack) builds Llama without dropout.
+  if (!r.dropout_given) m.dropout = r.fsdp.value_or(false) ? 0.0 : 0.1;
+  return m;
 }
 
 }  // namespace parallax

@@ -18,6 +18,7 @@ struct MeasuredRun {
   std::string id, source, source_url;
   std::string where;  ///< where the record was read ("runs.jsonl:12:"), for diagnostics
   ModelSpec model;
+  bool dropout_given = false;  ///< the model names its dropout (not a SCHEMA.md field)
   int64_t seq_len = 0;
   std::string gpu;
   int num_gpus = 0;
@@ -38,7 +39,9 @@ struct MeasuredRun {
 inline constexpr const char* kFillRule =
     "unknown fields: micro_batch=1; vpp=1 (1F1B); recompute=none; sequence_parallel=(tp>1); "
     "distributed_optimizer=false; fsdp=false; attention FLOPs counted 'full' when the record does "
-    "not say; overlap of gradient reduction and parameter gathering on, TP overlap off. "
+    "not say; overlap of gradient reduction and parameter gathering on, TP overlap off; "
+    "dropout (attention and hidden) 0.1, Megatron's default, except on PyTorch's stack (below), "
+    "whose Llama has none. "
     "Software stack: fused attention at the part's best kernel and Megatron's selective "
     "recompute (the attention core), except in runs published on arXiv before FlashAttention "
     "(arXiv 2205.14135), when no framework had a fused kernel: unfused attention (batched QK^T "
@@ -59,5 +62,7 @@ std::optional<double> arxiv_number(const std::string& url);
 
 /// The plan the simulator runs for a record, unknown fields filled by kFillRule.
 ParallelPlan to_plan(const MeasuredRun& r);
+/// The model the simulator runs for a record: its dropout, when not given, filled by kFillRule.
+ModelSpec to_model(const MeasuredRun& r);
 
 }  // namespace parallax

@@ -196,6 +196,20 @@ TEST(MeasuredRun, FsdpRecordsRunPyTorchsStack) {
   EXPECT_EQ(to_plan(Parse(j)).recompute, Recompute::kFull);
 }
 
+// A record does not give dropout: Megatron's default of 0.1 on its stack, none on PyTorch's
+// (FSDP) stack; a model that names its dropout keeps it.
+TEST(MeasuredRun, DropoutIsTheStacksDefaultUnlessGiven) {
+  Json j = Record();
+  EXPECT_DOUBLE_EQ(to_model(Parse(j)).dropout, 0.1);
+  j["parallel"]["fsdp"] = true;
+  EXPECT_DOUBLE_EQ(to_model(Parse(j)).dropout, 0.0);
+  j["model"]["dropout"] = 0.05;
+  EXPECT_DOUBLE_EQ(to_model(Parse(j)).dropout, 0.05);
+  j["parallel"]["fsdp"] = false;
+  j["model"]["dropout"] = 0.0;
+  EXPECT_DOUBLE_EQ(to_model(Parse(j)).dropout, 0.0);
+}
+
 // A run published before FlashAttention (arXiv 2205.14135) computed attention unfused; the
 // publication is known by its arXiv identifier, which orders by submission month.
 TEST(MeasuredRun, RunsPublishedBeforeFlashAttentionRanUnfusedAttention) {

@@ -9,12 +9,13 @@ Result<ReplanRow> replan_record(const MeasuredRun& r, const std::vector<HwProfil
   if (!hw) return hw.errors();
   const Cluster cluster{hw.value(), r.num_gpus};
   const ParallelPlan published = to_plan(r);
+  const ModelSpec model = to_model(r);
   SimulationOptions sim;
   sim.locate = json_locator(where);
-  auto pub = simulate(r.model, cluster, published, sim);
+  auto pub = simulate(model, cluster, published, sim);
   if (!pub) return pub.errors();
   PlanRequest req;
-  req.model = r.model;
+  req.model = model;
   req.cluster = cluster;
   req.global_batch = published.global_batch;
   req.seq_len = published.seq_len;

@@ -14,9 +14,10 @@ Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwP
   if (!hw) return hw.errors();
   Cluster c{hw.value(), r.num_gpus};
   const ParallelPlan p = to_plan(r);
+  const ModelSpec model = to_model(r);
   SimulationOptions opt;
   opt.locate = json_locator(where);
-  auto rep = simulate(r.model, c, p, opt);
+  auto rep = simulate(model, c, p, opt);
   if (!rep) return rep.errors();
   const StepReport& s = rep.value();
   ValidationRow row;
@@ -37,7 +38,7 @@ Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwP
         r.attention_flops.value_or(AttentionCounting::kFull) == AttentionCounting::kCausal;
     const bool hardware = r.flops_basis == FlopsBasis::kHardware;
     const double tflops =
-        step_flops(r.model, p, causal, hardware) / s.step_time_s / r.num_gpus / kTera;
+        step_flops(model, p, causal, hardware) / s.step_time_s / r.num_gpus / kTera;
     if (r.tflops_per_gpu) {
       row.metric = "tflops_per_gpu";
       row.measured = *r.tflops_per_gpu;
