@@ -177,6 +177,9 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
       ->check(CLI::Range(0, 1))
       ->expected(0, 1)
       ->default_str("1");
+  cmd->add_option("--moe-imbalance", f->moe_imbalance,
+                  "routed tokens on the busiest expert-parallel rank over the mean (>= 1; 1 = even "
+                  "routing): that rank's experts and received tokens set each MoE layer's time");
   cmd->add_option("--overlap-tp-comm", f->overlap_tp, "overlap TP communication with GEMMs (1/0)")
       ->check(CLI::Range(0, 1))
       ->expected(0, 1)
@@ -260,6 +263,7 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
   if (f.sp >= 0) p->sequence_parallel = f.sp != 0;
   if (f.fsdp >= 0) p->fsdp = f.fsdp != 0;
   if (f.eager >= 0) p->eager = f.eager != 0;
+  if (f.moe_imbalance) p->moe_imbalance = *f.moe_imbalance;
   if (f.overlap_tp >= 0) p->overlap_tp_comm = f.overlap_tp != 0;
   if (f.overlap_grad >= 0) p->overlap_grad_reduce = f.overlap_grad != 0;
   if (f.overlap_param >= 0) p->overlap_param_gather = f.overlap_param != 0;
@@ -292,7 +296,8 @@ FieldLocator locator_for(const LayoutFlags& f) {
                                                {"sp", f.sp >= 0},
                                                {"zero", f.zero != kUnset},
                                                {"schedule", !f.schedule.empty()},
-                                               {"precision", !f.precision.empty()}};
+                                               {"precision", !f.precision.empty()},
+                                               {"moe-imbalance", f.moe_imbalance.has_value()}};
   return [by_flag, in_file](const char* field) {
     auto it = by_flag.find(field);
     return it != by_flag.end() && it->second ? std::string("--") + field : in_file(field);

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct LayoutFlags {
   int64_t etp = kUnset, vpp = kUnset, mbs = kUnset, zero = kUnset, gbs = kUnset, seq = kUnset;
   int sp = -1, fsdp = -1, eager = -1, overlap_tp = -1, overlap_grad = -1,
       overlap_param = -1;  ///< 1/0
+  std::optional<double> moe_imbalance;
 };
 void add_layout_flags(CLI::App* cmd, LayoutFlags* f);
 

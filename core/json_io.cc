@@ -505,7 +505,8 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   JsonFields f(j, where, &d);
   // A plan file (`parallax plan --out`) is a scenario with its format and predicted figures.
   f.reject_unknown({"model", "cluster", "parallel", "batch", "seq_len", "recompute", "precision",
-                    "attention", "eager", "overlap", "notes", "format", "predicted"});
+                    "attention", "eager", "moe_imbalance", "overlap", "notes", "format",
+                    "predicted"});
   Scenario s;
   s.plan = defaults;
   ParallelPlan& p = s.plan;
@@ -558,6 +559,7 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   read_enum(f, "precision", parse_precision, &p.precision, "bf16, fp8", &d);
   read_enum(f, "attention", parse_attention, &p.attention, "flash, flash2, unfused", &d);
   p.eager = f.boolean("eager", p.eager);
+  p.moe_imbalance = f.number("moe_imbalance", p.moe_imbalance);
   if (const Json* o = f.object("overlap")) {
     JsonFields of(*o, where + "/overlap", &d);
     of.reject_unknown({"grad_reduce", "param_gather", "tp_comm"});
@@ -589,6 +591,7 @@ Json plan_to_json(const ParallelPlan& p) {
           {"precision", to_string(p.precision)},
           {"attention", to_string(p.attention)},
           {"eager", p.eager},
+          {"moe_imbalance", p.moe_imbalance},
           {"overlap",
            {{"grad_reduce", p.overlap_grad_reduce},
             {"param_gather", p.overlap_param_gather},

@@ -292,6 +292,7 @@ TEST(JsonIoScenario, MapsEveryField) {
     "precision": "fp8",
     "attention": "unfused",
     "eager": true,
+    "moe_imbalance": 1.25,
     "overlap": {"grad_reduce": false, "param_gather": false, "tp_comm": true}})");
   auto s = scenario_from_json(j, "s.json:", ParallelPlan{});
   ASSERT_TRUE(s.ok()) << s.error_text();
@@ -321,6 +322,7 @@ TEST(JsonIoScenario, MapsEveryField) {
   EXPECT_EQ(p.cp_comm, CpComm::kAllGather);
   EXPECT_EQ(p.attention, AttentionImpl::kUnfused);
   EXPECT_TRUE(p.eager);
+  EXPECT_DOUBLE_EQ(p.moe_imbalance, 1.25);
   // plan_to_json writes back what was read.
   const Json back = plan_to_json(p);
   EXPECT_EQ(back["parallel"]["schedule"], "interleaved");
@@ -328,6 +330,7 @@ TEST(JsonIoScenario, MapsEveryField) {
   EXPECT_EQ(back["recompute"], "selective");
   EXPECT_EQ(back["precision"], "fp8");
   EXPECT_EQ(back["eager"], true);
+  EXPECT_DOUBLE_EQ(back["moe_imbalance"].get<double>(), 1.25);
 }
 
 TEST(JsonIoScenario, FieldsLeftOutKeepTheDefaults) {

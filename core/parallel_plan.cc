@@ -1,7 +1,10 @@
 #include "core/parallel_plan.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
+
+#include "core/text.h"
 
 namespace parallax {
 namespace {
@@ -30,6 +33,7 @@ FieldLocator json_locator(std::string prefix) {
     if (name == "gpus") return prefix + "/cluster/num_gpus";
     if (name == "precision") return prefix + "/precision";
     if (name == "sp") return prefix + "/parallel/sequence_parallel";
+    if (name == "moe-imbalance") return prefix + "/moe_imbalance";
     return prefix + "/parallel/" + name;
   };
 }
@@ -119,6 +123,10 @@ void check_batch(const ParallelPlan& p, const AddDiagnostic& add) {
 
 /// Expert parallelism: only for MoE models, dividing the experts and the stage's ranks.
 void check_experts(const ModelSpec& m, const ParallelPlan& p, const AddDiagnostic& add) {
+  if (!(p.moe_imbalance >= 1.0) || !std::isfinite(p.moe_imbalance))
+    add("moe-imbalance",
+        "moe_imbalance=" + format_number("%g", p.moe_imbalance) + " must be at least 1",
+        "the busiest expert-parallel rank's routed tokens over the mean: 1 is even routing");
   if (!m.moe) {
     if (p.ep != 1)
       add("ep", "ep=" + std::to_string(p.ep) + " needs a mixture-of-experts model",

@@ -54,6 +54,10 @@ struct ParallelPlan {
   /// embeddings upcast to fp32 (TorchTitan without torch.compile). Otherwise fused kernels, as
   /// Megatron with Transformer Engine or torch.compile run them.
   bool eager = false;
+  /// Routed token copies on the busiest expert-parallel rank over the mean (1: even routing).
+  /// Every rank waits for that one at the combine all-to-all, so its expert GEMMs and received
+  /// tokens set the layer's time and activation memory; at most ep (all on one rank).
+  double moe_imbalance = 1.0;
 
   int gpus() const { return tp * pp * dp * cp; }
   int64_t num_microbatches() const {

@@ -77,6 +77,15 @@ Dims rank_dims(const ModelSpec& m, const ParallelPlan& p) {
   return d;
 }
 
+/// Routed token copies the busiest expert-parallel rank's experts run on in one MoE layer, out of
+/// `tokens` (before the tensor-parallel split): its share of tokens / tp * top_k, gathered over
+/// the expert-tensor-parallel ranks, times the plan's imbalance (at most ep: every copy on one
+/// rank).
+double routed_rows(const ModelSpec& m, const ParallelPlan& p, double tokens) {
+  const double imbalance = std::clamp(p.moe_imbalance, 1.0, static_cast<double>(p.ep));
+  return tokens / p.tp * m.moe->top_k * p.etp * imbalance;
+}
+
 /// One linear layer of a transformer layer as PyTorch runs it (one matmul), in forward order: the
 /// lowered GEMM op it belongs to (q, k and v share qkv_proj; gate and up share mlp_gate_up), and
 /// its rows, input and output features on one rank.
@@ -114,7 +123,7 @@ std::vector<Linear> layer_linears(const ModelSpec& m, const ParallelPlan& p, int
   if (m.is_moe_layer(layer)) {
     const MoeSpec& e = *m.moe;
     v.push_back({"router", t / p.tp, h, static_cast<double>(e.experts)});
-    mlp(glu ? "experts_gate_up" : "experts_up", "experts_down", t / p.tp * e.top_k * p.etp,
+    mlp(glu ? "experts_gate_up" : "experts_up", "experts_down", routed_rows(m, p, t),
         static_cast<double>(e.expert_ffn_hidden) / p.etp);
     if (e.shared_experts > 0)
       mlp("shared_gate_up", "shared_down", t,
@@ -474,19 +483,21 @@ class LayerBuilder {
     gemm("router", t, d.h, e.experts, 1, GemmKind::kLinearBf16);
     memory("router_topk", t * e.experts * 3 * kFp32);
     memory("permute", 2 * t * e.top_k * d.h * act_);
-    all_to_all("ep_dispatch", t * e.top_k * d.h * act_);
+    // The busiest rank receives its imbalance's share of the copies, and the others wait for it.
+    const double rows_in = routed_rows(m_, p_, d.tokens);  // over the etp group
+    all_to_all("ep_dispatch", rows_in / p_.etp * d.h * act_);
     // Expert tensor parallelism: the etp ranks sharing an expert exchange their dispatched tokens
     // (all-gather before the expert GEMMs, reduce-scatter of the partial outputs after).
-    const double etp_bytes = t * e.top_k * d.h * act_ * p_.etp;
+    const double etp_bytes = rows_in * d.h * act_;
     etp_collective("etp_gather", CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, etp_bytes);
     const double local_experts = static_cast<double>(e.experts) / p_.ep;
-    const double rows = t * e.top_k * p_.etp / local_experts;  // tokens per local expert
+    const double rows = rows_in / local_experts;  // tokens per local expert
     const double w = static_cast<double>(e.expert_ffn_hidden) / p_.etp;
     gemm(glu ? "experts_gate_up" : "experts_up", rows, d.h, (glu ? 2 : 1) * w, local_experts);
     activation(glu ? "experts_swiglu" : "experts_gelu", rows * local_experts * w, glu);
     gemm("experts_down", rows, w, d.h, local_experts);
     etp_collective("etp_reduce", CollectiveOp::kReduceScatter, CollectiveOp::kAllGather, etp_bytes);
-    all_to_all("ep_combine", t * e.top_k * d.h * act_);
+    all_to_all("ep_combine", rows_in / p_.etp * d.h * act_);
     memory("unpermute", 2 * t * e.top_k * d.h * act_);
     if (e.shared_experts > 0) {
       const double ws = static_cast<double>(e.shared_experts) * e.expert_ffn_hidden / p_.tp;
@@ -710,7 +721,7 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   double mlp = 2 * tsp * h * act_bytes(p) + drop * tsp * h;  // norm input and output, dropout mask
   if (m.is_moe_layer(layer)) {
     const MoeSpec& e = *m.moe;
-    const double rows = t / p.tp * e.top_k * p.etp;
+    const double rows = routed_rows(m, p, t);
     const double w = static_cast<double>(e.expert_ffn_hidden) / p.etp;
     mlp += rows * h * act_bytes(p) + rows * w * (glu ? 3 : 2) * act_bytes(p) +
            t / p.tp * e.experts * kFp32;
@@ -742,7 +753,7 @@ double backward_workspace_bytes(const ModelSpec& m, const ParallelPlan& p, int l
   const double t = rank_dims(m, p).tokens;
   const double mats = m.ffn_act == FfnAct::kSwiglu ? 3 : 2;
   if (m.is_moe_layer(layer)) {
-    const double rows = t / p.tp * m.moe->top_k * p.etp;
+    const double rows = routed_rows(m, p, t);
     return rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * mats * act_bytes(p);
   }
   return t * static_cast<double>(m.ffn_hidden) / p.tp * mats * act_bytes(p);
@@ -817,7 +828,7 @@ double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int l
                  t * d.q_heads * d.d_v * act_bytes(p);  // norm outputs, attention output
   if (m.mla) bytes += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * act_bytes(p);
   if (m.is_moe_layer(layer)) {
-    const double rows = t / p.tp * m.moe->top_k * p.etp;
+    const double rows = routed_rows(m, p, t);
     bytes += rows * h * act_bytes(p) +
              rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * act_bytes(p);
   } else {

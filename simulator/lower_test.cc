@@ -436,5 +436,45 @@ TEST(Lower, EagerElementwiseOpsCostTheirKernelChains) {
   expect_rel(op_s(p, "rope", false), at(8 * rope) + us);
 }
 
+// The busiest expert-parallel rank sets an MoE layer's pace: an imbalance f multiplies its
+// expert GEMMs' rows and the tokens it receives (capped at ep: every copy on one rank); even
+// routing (1) and a dense layer are untouched, and an imbalance below 1 is refused.
+TEST(Lower, MoeImbalanceScalesTheBusiestRanksExpertsAndExchange) {
+  const ModelSpec m = moe();
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  p.dp = 4;
+  p.ep = 4;
+  p.seq_len = 8192;  // expert GEMMs large enough to be compute-bound
+  auto op = [&](const ParallelPlan& q, const char* name) {
+    const auto st = lower(m, q);
+    const OpCost* o = find_op(st[0].forward, name);
+    EXPECT_NE(o, nullptr) << name;
+    return o ? *o : OpCost{};
+  };
+  const OpCost gemm = op(p, "experts_gate_up"), dispatch = op(p, "ep_dispatch");
+  ParallelPlan skewed = p;
+  skewed.moe_imbalance = 1.5;
+  EXPECT_NEAR(op(skewed, "experts_gate_up").flops, 1.5 * gemm.flops, 1e-9 * gemm.flops);
+  EXPECT_GT(op(skewed, "experts_gate_up").time_s, 1.4 * gemm.time_s);
+  EXPECT_GT(op(skewed, "ep_dispatch").busy_s, dispatch.busy_s);
+  EXPECT_DOUBLE_EQ(op(skewed, "router").time_s, op(p, "router").time_s);
+  EXPECT_GT(layer_activation_bytes(m, skewed, 0), layer_activation_bytes(m, p, 0));
+  skewed.moe_imbalance = 10;  // more than all on one of 4 ranks: capped at 4
+  EXPECT_NEAR(op(skewed, "experts_gate_up").flops, 4 * gemm.flops, 1e-9 * gemm.flops);
+
+  ModelSpec dense = gpt(1);
+  ParallelPlan d = plan(1, false, Recompute::kNone);
+  ParallelPlan d_skewed = d;
+  d_skewed.moe_imbalance = 2;
+  EXPECT_DOUBLE_EQ(lower(dense, d_skewed)[0].forward.time_s, lower(dense, d)[0].forward.time_s);
+
+  const HwProfile hw = round_profile();
+  p.moe_imbalance = 0.5;
+  const Diagnostics bad = validate_plan(m, Cluster{hw, 4}, p);
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].where, "--moe-imbalance");
+  EXPECT_NE(bad[0].what.find("must be at least 1"), std::string::npos) << bad[0].what;
+}
+
 }  // namespace
 }  // namespace parallax

@@ -166,6 +166,23 @@ TEST(CliSimulate, EagerSlowsTheStepAndIsReported) {
   EXPECT_EQ(Parallax(base + " --eager 2").exit_code, 2);
 }
 
+// --moe-imbalance: the busiest expert-parallel rank's share over the mean slows an MoE layout;
+// below 1 is refused, naming the flag.
+TEST(CliSimulate, MoeImbalanceSlowsExpertParallelism) {
+  const std::string base =
+      "simulate --model mixtral-8x7b --gpus 64 --tp 2 --ep 8 --pp 1 --gbs 64 --seq 4096 "
+      "--recompute full --format json";
+  const CliRun even = Parallax(base, Streams::kStdoutOnly);
+  const CliRun skewed = Parallax(base + " --moe-imbalance 1.3", Streams::kStdoutOnly);
+  ASSERT_EQ(even.exit_code, 0) << even;
+  ASSERT_EQ(skewed.exit_code, 0) << skewed;
+  EXPECT_GT(ParseOrFail(skewed.out, "skewed")["step_time_s"].get<double>(),
+            ParseOrFail(even.out, "even")["step_time_s"].get<double>());
+  const CliRun bad = Parallax(base + " --moe-imbalance 0.9");
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_TRUE(Has(bad, "--moe-imbalance: moe_imbalance=0.9 must be at least 1")) << bad;
+}
+
 TEST(CliSimulate, UnknownEnumValueListsTheValidOnes) {
   const CliRun r = Parallax("simulate --recompute partial --schedule gpipe");
   EXPECT_EQ(r.exit_code, 2) << r;
