@@ -474,6 +474,27 @@ int run(const Opts& o) {
   const double error = predicted && result->median_step_time_s > 0
                            ? predicted->step_time_s / result->median_step_time_s - 1
                            : 0;
+  // The routing the run saw (timed runs under expert parallelism): the busiest expert-parallel
+  // rank's routed copies over the mean, averaged over the MoE layers of the steps after the
+  // first, and the prediction with that imbalance instead of the plan's.
+  double routing = 0;
+  std::optional<StepReport> predicted_routed;
+  if (predicted && o.op_times && plan.ep > 1) {
+    double sum = 0;
+    int64_t layers = 0;
+    for (size_t i = result->steps.size() > 1 ? 1 : 0; i < result->steps.size(); ++i) {
+      sum += result->steps[i].ops.routing_sum;
+      layers += result->steps[i].ops.routing_layers;
+    }
+    if (layers > 0) {
+      routing = sum / static_cast<double>(layers);
+      ParallelPlan routed = exec::as_executed(plan);
+      routed.moe_imbalance = routing;
+      auto rep = simulate(resolved->model, resolved->cluster, routed, SimulationOptions{});
+      if (!rep) return fail(rep.errors());
+      predicted_routed = rep.value();
+    }
+  }
   // The simulator gives every rank a core (calibrate measures one core per rank); ranks sharing
   // cores run slower than that, and the comparison says so.
   std::string note;
@@ -492,6 +513,12 @@ int run(const Opts& o) {
                   resolved->cluster.hw.name.c_str(), predicted->step_time_s, 100 * error,
                   predicted->peak_memory_gib);
     if (!note.empty()) std::printf("  note: %s\n", note.c_str());
+    if (predicted_routed)
+      std::printf(
+          "  routing: the busiest expert-parallel rank got %.2fx the mean of routed tokens (over "
+          "the MoE layers); predicted with that: step %.4f s (%+.1f%%)\n",
+          routing, predicted_routed->step_time_s,
+          100 * (predicted_routed->step_time_s / result->median_step_time_s - 1));
     if (o.op_times) print_op_times(*result, predicted ? &*predicted : nullptr, false, nullptr);
   } else {
     Json j = {{"model", resolved->model.name},
@@ -517,6 +544,10 @@ int run(const Opts& o) {
       j["step_time_error"] = error;
       j["profile"] = resolved->cluster.hw.name;
       if (!note.empty()) j["note"] = note;
+    }
+    if (predicted_routed) {
+      j["moe_imbalance"] = routing;
+      j["predicted_step_time_s_with_routing"] = predicted_routed->step_time_s;
     }
     j["step_times_s"] = times;
     if (o.op_times) print_op_times(*result, predicted ? &*predicted : nullptr, true, &j);

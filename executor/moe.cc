@@ -3,11 +3,14 @@
 
 #include "executor/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <numeric>
 #include <utility>
 #include <vector>
+
+#include "executor/op_times.h"
 
 namespace parallax::exec {
 namespace {
@@ -212,12 +215,28 @@ void plan_dispatch(const MoeConfig& c, const ExpertParallel<T>& ep, MoeActs<T>& 
   a.send_rows.assign(ranks, 0);
   for (int64_t e = 0; e < e_count; ++e)
     a.send_rows[static_cast<size_t>(e / local)] += counts[static_cast<size_t>(e)];
-  // Rank r receives counts[r's experts] from every rank: recv is ep x local.
+  // Rank r receives counts[r's experts] from every rank: recv is ep x local. Every rank's
+  // counts go to every rank (ep x experts values), so each also sees the group's load.
   a.recv.resize(static_cast<size_t>(e_count));
   if (ep.size == 1) {
     a.recv = counts;
   } else {
-    ep.all_to_all_counts(counts, a.recv);
+    std::vector<int64_t> mine(ranks * counts.size()), all(mine.size());
+    for (size_t r = 0; r < ranks; ++r)
+      std::copy(counts.begin(), counts.end(), mine.begin() + r * counts.size());
+    ep.all_to_all_counts(mine, all);
+    std::vector<int64_t> load(ranks, 0);
+    for (size_t s = 0; s < ranks; ++s)
+      for (int64_t e = 0; e < e_count; ++e) {
+        const int64_t n = all[s * counts.size() + static_cast<size_t>(e)];
+        load[static_cast<size_t>(e / local)] += n;
+        if (e / local == ep.rank)
+          a.recv[s * static_cast<size_t>(local) + static_cast<size_t>(e % local)] = n;
+      }
+    const int64_t total = std::accumulate(load.begin(), load.end(), int64_t{0});
+    if (total > 0 && OpClock::enabled() && !OpClock::in_backward())
+      OpClock::add_routing(static_cast<double>(*std::max_element(load.begin(), load.end())) *
+                           static_cast<double>(ranks) / static_cast<double>(total));
   }
   lay_out(a.recv, ep.size, local, a.recv_rows, a.expert_rows, a.perm);
 }

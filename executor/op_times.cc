@@ -96,4 +96,13 @@ void OpClock::add(OpKind k, bool backward, double s) {
   (backward ? seconds_.backward : seconds_.forward)[static_cast<size_t>(k)] += s;
 }
 
+void OpClock::add_routing(double busiest_over_mean) {
+  seconds_.routing_sum += busiest_over_mean;
+  ++seconds_.routing_layers;
+}
+
+double OpSeconds::routing_imbalance() const {
+  return routing_layers > 0 ? routing_sum / static_cast<double>(routing_layers) : 0.0;
+}
+
 }  // namespace parallax::exec

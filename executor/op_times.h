@@ -12,6 +12,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -49,9 +50,15 @@ struct OpKindPass {
 };
 std::optional<OpKindPass> op_kind_of(std::string_view simulator_op);
 
-/// Seconds by kind and pass since the last reset.
+/// Seconds by kind and pass since the last reset, and the routing load of the MoE layers run.
 struct OpSeconds {
   std::array<double, kNumOpKinds> forward{}, backward{};
+  /// Over the MoE layers' forward passes under expert parallelism: the sum of the busiest
+  /// expert-parallel rank's routed token copies over the group's mean, and how many were summed.
+  double routing_sum = 0;
+  int64_t routing_layers = 0;
+  /// routing_sum / routing_layers, or 0 when no MoE layer was routed over ranks.
+  double routing_imbalance() const;
   double total() const;
   /// total() less communication: the rank's own work.
   double compute() const;
@@ -65,6 +72,8 @@ class OpClock {
   static void reset();
   static const OpSeconds& seconds() { return seconds_; }
   static void add(OpKind k, bool backward, double s);
+  /// One MoE layer's forward routing: its busiest expert-parallel rank's copies over the mean.
+  static void add_routing(double busiest_over_mean);
   /// The pass the model runs (set by its forward and backward), for scopes that do not know it
   /// (communication).
   static void set_backward(bool backward) {

@@ -236,6 +236,41 @@ void ExpectLosses(const std::vector<double>& want, int ranks, const std::string&
 // pipeline parallelism (the simulator's 1F1B and interleaved schedules, run for real), context
 // parallelism (K, V all-gathered, their gradients reduce-scattered) and their products with each
 // other and with data parallelism follow the single-rank curve.
+// Under expert parallelism the timed run reports how unevenly its router loaded the ranks (the
+// busiest rank's routed copies over the mean: between 1 and ep) and predicts the step again
+// with that imbalance, which can only slow it.
+TEST(ExecuteCli, ExpertParallelRunsReportTheirRoutingAndPredictWithIt) {
+  if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
+  ScratchDir dir;
+  std::ofstream(dir.file("moe.json"))
+      << R"({"name": "moe", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
+             "head_dim": 16, "ffn_hidden": 172, "ffn_act": "swiglu", "vocab": 256,
+             "moe": {"experts": 4, "top_k": 2, "expert_ffn_hidden": 64, "dense_layers": 1}})";
+  const std::string args = "execute --model " + Quote(dir.file("moe.json")) +
+                           " --gbs 4 --seq 32 --steps 3 --gpus 2 --ep 2 --cluster " +
+                           Quote(fp32_profile(dir)) + " --compare --op-times";
+  const CliRun probe = mpirun2(args + " --steps 1", Streams::kBoth);
+  if (probe.exit_code != 0 && Has(probe, "this build has no MPI"))
+    GTEST_SKIP() << "built without MPI";
+  const CliRun r = mpirun2(args + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json j = ParseOrFail(r.out, "execute --ep 2 --op-times");
+  ASSERT_TRUE(j.contains("moe_imbalance")) << r;
+  const double imbalance = j["moe_imbalance"].get<double>();
+  EXPECT_GE(imbalance, 1.0);
+  EXPECT_LE(imbalance, 2.0);
+  EXPECT_GE(j["predicted_step_time_s_with_routing"].get<double>(),
+            j["predicted_step_time_s"].get<double>());
+  const CliRun table = mpirun2(args);
+  ASSERT_EQ(table.exit_code, 0) << table;
+  EXPECT_TRUE(Has(table, "routing: the busiest expert-parallel rank got")) << table;
+  // Without expert parallelism there is no routing over ranks to report.
+  const CliRun dp = mpirun2(args.substr(0, args.find(" --ep 2")) + " --cluster " +
+                            Quote(fp32_profile(dir)) + " --compare --op-times --format json");
+  ASSERT_EQ(dp.exit_code, 0) << dp;
+  EXPECT_FALSE(ParseOrFail(dp.out, "execute --op-times").contains("moe_imbalance")) << dp;
+}
+
 TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
   ScratchDir dir;
