@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/mpi_pieces.h"
 #include "executor/op_times.h"
 
 #ifdef PARALLAX_HAVE_MPI
@@ -134,9 +135,9 @@ class MpiGroup final : public ProcessGroup {
              "reduce-scatter of " << data.size() << " into chunks of " << out.size());
     PX_CHECK(out.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
     if (Diagnostics d = arrive("reduce-scatter", data.size()); !d.empty()) return d;
-    return check(MPI_Reduce_scatter_block(data.data(), out.data(), static_cast<int>(out.size()),
-                                          MPI_FLOAT, MPI_SUM, comm_),
-                 "MPI_Reduce_scatter_block");
+    const std::vector<int64_t> counts(static_cast<size_t>(size_), static_cast<int64_t>(out.size()));
+    return check(reduce_scatter_in_pieces(data.data(), counts, rank_, out.data(), comm_, &scratch_),
+                 "MPI_Reduce_scatter");
   }
   Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) override {
     const OpScope timed(OpKind::kCommunication);
@@ -162,13 +163,12 @@ class MpiGroup final : public ProcessGroup {
   Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<const int64_t> counts,
                                  std::span<float> out) override {
     const OpScope timed(OpKind::kCommunication);
-    const Blocks b = blocks(counts, data.size());
+    blocks(counts, data.size());  // checks the counts against the buffer
     PX_CHECK(static_cast<int64_t>(out.size()) == counts[static_cast<size_t>(rank_)],
              "reduce-scatter into " << out.size() << " values, counted " << counts[rank_]);
     if (Diagnostics d = arrive("reduce-scatter", data.size()); !d.empty()) return d;
-    return check(
-        MPI_Reduce_scatter(data.data(), out.data(), b.counts.data(), MPI_FLOAT, MPI_SUM, comm_),
-        "MPI_Reduce_scatter");
+    return check(reduce_scatter_in_pieces(data.data(), counts, rank_, out.data(), comm_, &scratch_),
+                 "MPI_Reduce_scatter");
   }
   double max(double v) override {
     double out = v;
@@ -278,18 +278,11 @@ class MpiGroup final : public ProcessGroup {
   }
   Diagnostics reduce(void* data, int64_t n, MPI_Datatype type) {
     const OpScope timed(OpKind::kCommunication);
-    // MPI counts are ints, and MPI's temporaries are as large as the message: large buffers go
-    // in chunks of 16M elements.
-    const int element = type == MPI_FLOAT ? 4 : 8;
-    constexpr int64_t kChunk = 1 << 24;
-    for (int64_t off = 0; off < n; off += kChunk) {
-      const int count = static_cast<int>(std::min(kChunk, n - off));
-      if (Diagnostics d = arrive("all-reduce", static_cast<size_t>(n)); !d.empty()) return d;
-      const int rc = MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + off * element, count,
-                                   type, MPI_SUM, comm_);
-      if (Diagnostics d = check(rc, "MPI_Allreduce"); !d.empty()) return d;
-    }
-    return {};
+    // In pieces (executor/mpi_pieces.h): MPI's large-message algorithms are far slower, and its
+    // counts are ints.
+    if (Diagnostics d = arrive("all-reduce", static_cast<size_t>(n)); !d.empty()) return d;
+    return check(all_reduce_in_pieces(data, n, type, type == MPI_FLOAT ? 4 : 8, comm_),
+                 "MPI_Allreduce");
   }
 
   /// Waits, against the deadline, until every member has reached collective `what` (a
@@ -421,6 +414,7 @@ class MpiGroup final : public ProcessGroup {
   double timeout_s_;
   int local_size_ = 1;
   int rank_ = 0, size_ = 1;
+  std::vector<float> scratch_;    // reduce-scatter pieces, staged
   int64_t seq_ = 0;               // collectives this rank has entered on this group
   std::vector<int64_t> arrived_;  // rank 0: the newest collective each member has entered
   std::vector<int> world_ranks_;

@@ -232,10 +232,6 @@ void ExpectLosses(const std::vector<double>& want, int ranks, const std::string&
     EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << args << ", step " << i + 1;
 }
 
-// Tensor parallelism (Megatron's column/row-parallel blocks, one all-reduce per block each way),
-// pipeline parallelism (the simulator's 1F1B and interleaved schedules, run for real), context
-// parallelism (K, V all-gathered, their gradients reduce-scattered) and their products with each
-// other and with data parallelism follow the single-rank curve.
 // Under expert parallelism the timed run reports how unevenly its router loaded the ranks (the
 // busiest rank's routed copies over the mean: between 1 and ep) and predicts the step again
 // with that imbalance, which can only slow it.
@@ -271,6 +267,29 @@ TEST(ExecuteCli, ExpertParallelRunsReportTheirRoutingAndPredictWithIt) {
   EXPECT_FALSE(ParseOrFail(dp.out, "execute --op-times").contains("moe_imbalance")) << dp;
 }
 
+// Gradients larger than one reduction piece (executor/mpi_pieces.h; tiny-llama's are 12 MB)
+// are all-reduced and reduce-scattered in pieces, with the single-rank losses.
+TEST(ExecuteCli, LargeGradientsReduceInPiecesWithTheSameLosses) {
+  if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
+  const std::string args = "execute --model " +
+                           Quote(std::string(PARALLAX_SOURCE_DIR) + "/examples/tiny-llama.json") +
+                           " --gbs 4 --seq 32 --steps 3 --format json";
+  const CliRun probe = mpirun2(args + " --steps 1 --gpus 2", Streams::kBoth);
+  if (probe.exit_code != 0 && Has(probe, "this build has no MPI"))
+    GTEST_SKIP() << "built without MPI";
+  const CliRun one = Parallax(args, Streams::kStdoutOnly);
+  ASSERT_EQ(one.exit_code, 0) << one;
+  const std::vector<double> a = losses_of(one.out);
+  ASSERT_EQ(a.size(), 3u);
+  ExpectLosses(a, 2, args + " --gpus 2");           // all-reduce
+  ExpectLosses(a, 2, args + " --gpus 2 --zero 2");  // reduce-scatter, equal blocks
+  ExpectLosses(a, 2, args + " --gpus 2 --fsdp --zero 0");
+}
+
+// Tensor parallelism (Megatron's column/row-parallel blocks, one all-reduce per block each way),
+// pipeline parallelism (the simulator's 1F1B and interleaved schedules, run for real), context
+// parallelism (K, V all-gathered, their gradients reduce-scattered) and their products with each
+// other and with data parallelism follow the single-rank curve.
 TEST(ExecuteCli, EveryLayoutGivesTheSingleRankLosses) {
   if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
   ScratchDir dir;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "calibrate/backend.h"
+#include "executor/mpi_pieces.h"
 
 namespace parallax::calibrate {
 namespace {
@@ -126,6 +127,7 @@ class MpiCommunicator final : public Communicator {
   int local_size_ = 1;
   Counts counts_;
   std::vector<float> send_, recv_;
+  std::vector<float> scratch_;  // reduce-scatter pieces, staged
   std::optional<std::tuple<CollectiveOp, double, int>> shape_;
 };
 
@@ -183,14 +185,15 @@ int MpiCommunicator::run(CollectiveOp op, MPI_Comm group, int index, int group_s
     case CollectiveOp::kAllReduce:
       // In place, as training reduces its gradients and activations (the executor's
       // ProcessGroup, and NCCL under Megatron and DDP); Open MPI's in-place all-reduce is up to
-      // 20% slower than out-of-place on shared memory.
-      return MPI_Allreduce(MPI_IN_PLACE, recv_.data(), total, MPI_FLOAT, MPI_SUM, group);
+      // 20% slower than out-of-place on shared memory. In the executor's pieces.
+      return exec::all_reduce_in_pieces(recv_.data(), total, MPI_FLOAT, 4, group);
     case CollectiveOp::kAllGather:
       return MPI_Allgather(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank, MPI_FLOAT,
                            group);
     case CollectiveOp::kReduceScatter:
-      return MPI_Reduce_scatter_block(send_.data(), recv_.data(), per_rank, MPI_FLOAT, MPI_SUM,
-                                      group);
+      return exec::reduce_scatter_in_pieces(
+          send_.data(), std::vector<int64_t>(static_cast<size_t>(group_size), per_rank), index,
+          recv_.data(), group, &scratch_);
     case CollectiveOp::kAllToAll:
       return MPI_Alltoall(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank, MPI_FLOAT,
                           group);
