@@ -165,6 +165,8 @@ ParallelPlan to_plan(const MeasuredRun& r) {
     // TorchTitan leaves torch.compile off unless asked; torchao's Float8 training is run
     // compiled (its casts are only fast fused), so fp8 runs count as compiled.
     p.eager = p.precision != Precision::kFp8;
+    // TorchTitan's context_parallel_rotate_method defaults to "allgather".
+    p.cp_comm = CpComm::kAllGather;
     const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
     if (!r.micro_batch && p.pp > 1 && p.dp > 0 && r.global_batch % p.dp == 0 &&
         (r.global_batch / p.dp) % stages == 0)

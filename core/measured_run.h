@@ -49,7 +49,8 @@ inline constexpr const char* kFillRule =
     "(fsdp=true), which ran PyTorch's own stack (TorchTitan): attention through SDPA "
     "(FlashAttention-2), 'selective' as per-op selective checkpointing, elementwise ops as "
     "PyTorch eager runs them (TorchTitan's default, compile off) except in fp8 runs (torchao "
-    "Float8 runs under torch.compile), and an unknown micro_batch under pipelining as local batch "
+    "Float8 runs under torch.compile), context-parallel K and V all-gathered (its default "
+    "rotate method), and an unknown micro_batch under pipelining as local batch "
     "/ (pp*vpp) (TorchTitan's default of one "
     "microbatch per pipeline stage)";
 

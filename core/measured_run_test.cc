@@ -183,7 +183,9 @@ TEST(MeasuredRun, FsdpRecordsRunPyTorchsStack) {
   EXPECT_EQ(torch.attention, AttentionImpl::kFlash2);
   EXPECT_EQ(torch.micro_batch, 8);  // 64 sequences / dp 4 = 16 a pipeline, over pp=2 stages
   EXPECT_TRUE(torch.eager);         // TorchTitan leaves torch.compile off by default
-  j["precision"] = "fp8";           // ... but Float8 training runs compiled
+  EXPECT_EQ(torch.cp_comm, CpComm::kAllGather);  // its default rotate method
+  EXPECT_EQ(megatron.cp_comm, CpComm::kRing);
+  j["precision"] = "fp8";  // ... but Float8 training runs compiled
   EXPECT_FALSE(to_plan(Parse(j)).eager);
   j["precision"] = "bf16";
 

@@ -27,7 +27,8 @@ enum class CpComm { kRing, kAllGather };
 /// The attention kernel: fused flash attention (no s x s matrix) at the best the part runs it
 /// (FlashAttention-3 or cuDNN on Hopper, as Transformer Engine picks); FlashAttention-2, which
 /// PyTorch's scaled_dot_product_attention runs on Hopper (no WGMMA/TMA, so slower there, the
-/// same kernel as `flash` on Ampere); or the unfused path of older stacks (batched QK^T GEMM,
+/// same kernel as `flash` on Ampere), called as TorchTitan calls it, with K and V repeated to the
+/// query heads first; or the unfused path of older stacks (batched QK^T GEMM,
 /// softmax over the materialised s x s scores, batched PV GEMM).
 enum class AttentionImpl { kFlash, kFlash2, kUnfused };
 

@@ -77,6 +77,13 @@ Dims rank_dims(const ModelSpec& m, const ParallelPlan& p) {
   return d;
 }
 
+/// The K and V heads attention runs on: TorchTitan (AttentionImpl::kFlash2, PyTorch's SDPA)
+/// repeats K and V to the query heads before the call, so its attention inputs, the K and V that
+/// context parallelism exchanges and what SDPA saves for backward have the query heads.
+double attention_kv_heads(const Dims& d, const ParallelPlan& p) {
+  return p.attention == AttentionImpl::kFlash2 ? std::max(d.kv_heads, d.q_heads) : d.kv_heads;
+}
+
 /// Routed token copies the busiest expert-parallel rank's experts run on in one MoE layer, out of
 /// `tokens` (before the tensor-parallel split): its share of tokens / tp * top_k, gathered over
 /// the expert-tensor-parallel ranks, times the plan's imbalance (at most ep: every copy on one
@@ -325,7 +332,7 @@ class LayerBuilder {
 
   /// K and V of the whole sequence reach every context-parallel rank.
   void context_parallel_exchange(double attn_fwd_s, double attn_bwd_s) {
-    const double kv_bytes = d_.tokens * d_.kv_heads * (d_.d_qk + d_.d_v) * act_;
+    const double kv_bytes = d_.tokens * attention_kv_heads(d_, p_) * (d_.d_qk + d_.d_v) * act_;
     if (p_.cp_comm == CpComm::kRing) {
       // cp-1 exchanges of the local K,V chunk, each hidden behind one chunk of attention;
       // backward also returns dK, dV (twice the bytes).
@@ -452,6 +459,10 @@ class LayerBuilder {
       settle_enter();
     }
     rope(d.tokens * (d.q_heads + d.kv_heads) * d.d_qk);
+    if (const double heads = attention_kv_heads(d, p_); heads > d.kv_heads) {
+      // repeat_kv copies K and V to the query heads; backward sums the copies' gradients.
+      memory("repeat_kv", d.tokens * (d.kv_heads + heads) * (d.d_qk + d.d_v) * act_, 1.0);
+    }
     attention();
     gemm("out_proj", d.tokens, d.q_heads * d.d_v, d.h);
     tp_exit("tp_reduce.attn");
@@ -690,7 +701,7 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   const Dims d = rank_dims(m, p);
   const double t = d.tokens, tsp = d.tokens_sp, h = d.h;
   if (p.recompute == Recompute::kFull) return tsp * h * act_bytes(p);  // only the layer input
-  const double qh = d.q_heads, kvh = d.kv_heads, dqk = d.d_qk, dv = d.d_v;
+  const double qh = d.q_heads, kvh = attention_kv_heads(d, p), dqk = d.d_qk, dv = d.d_v;
   const bool fused = p.attention != AttentionImpl::kUnfused;
   if (p.recompute == Recompute::kSelectiveOp) {
     // The layer input, the saved matmul outputs, and fused attention's output and statistics.

@@ -399,6 +399,47 @@ TEST(Lower, FlashAttention2UsesItsOwnEfficiencies) {
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 0), layer_activation_bytes(m, flash, 0));
 }
 
+// TorchTitan repeats K and V to the query heads before SDPA: with grouped-query attention under
+// flash2 the copy is an op (read the K, V heads, write the query heads' worth; backward the
+// same bytes), context parallelism exchanges the repeated K, V, and they are what attention
+// saves. Multi-head models and the other kernels have nothing to repeat.
+TEST(Lower, Flash2RunsOnKAndVRepeatedToTheQueryHeads) {
+  ModelSpec m = gpt(1);
+  m.kv_heads = 4;  // 16 query heads of 64: groups of 4
+  ParallelPlan p = plan(1, false, Recompute::kNone);
+  HwProfile hw = round_profile();  // 1000 GB/s, no kernel overhead
+  auto stages = [&](const ParallelPlan& q) {
+    return lower_stages(m, q, hw, RankMap(q, hw.scale_up_domain));
+  };
+  const auto flash = stages(p);
+  EXPECT_EQ(find_op(flash[0].forward, "repeat_kv"), nullptr);
+  ParallelPlan f2 = p;
+  f2.attention = AttentionImpl::kFlash2;
+  const auto st = stages(f2);
+  const OpCost* fwd = find_op(st[0].forward, "repeat_kv");
+  const OpCost* bwd = find_op(st[0].backward, "repeat_kv.bwd");
+  ASSERT_NE(fwd, nullptr);
+  ASSERT_NE(bwd, nullptr);
+  const double tokens = 2.0 * 2048, bytes = tokens * (4 + 16) * (64 + 64) * 2;
+  expect_rel(fwd->time_s, bytes / 1e12);
+  expect_rel(bwd->time_s, bytes / 1e12);
+  // Stored: K and V at 16 heads instead of 4, 2 bytes each.
+  expect_rel(layer_activation_bytes(m, f2, 0) - layer_activation_bytes(m, p, 0),
+             tokens * (16 - 4) * (64 + 64) * 2);
+  // Context parallelism all-gathers the repeated K, V: four times the bytes.
+  f2.cp = p.cp = 2;
+  f2.cp_comm = p.cp_comm = CpComm::kAllGather;
+  const auto cp_f2 = stages(f2), cp_flash = stages(p);
+  const OpCost* ag2 = find_op(cp_f2[0].forward, "cp_kv_allgather");
+  const OpCost* ag = find_op(cp_flash[0].forward, "cp_kv_allgather");
+  ASSERT_NE(ag2, nullptr);
+  ASSERT_NE(ag, nullptr);
+  expect_rel(ag2->busy_s, 4 * ag->busy_s);
+  m.kv_heads = 16;
+  const auto mha = stages(f2);
+  EXPECT_EQ(find_op(mha[0].forward, "repeat_kv"), nullptr);
+}
+
 // PyTorch eager runs RMSNorm and rotary embeddings as chains of fp32 kernels and SwiGLU as two;
 // fused, each is one kernel reading and writing its tensors once. Bytes per element (bf16):
 // norm 36 forward, 84 backward (6 and 12 kernels); rope 20 and 20 (3 and 3); SwiGLU 10 and 18
