@@ -51,6 +51,9 @@ struct ParallelPlan {
   bool overlap_grad_reduce = true;   ///< DP gradient reduction overlapped with backward
   bool overlap_param_gather = true;  ///< ZeRO/FSDP parameter all-gather overlapped with compute
   bool overlap_tp_comm = false;      ///< TP communication overlapped with GEMMs (TE comm overlap)
+  /// The input gradient's TP reduce-scatter (all-reduce without SP) launched asynchronously
+  /// beside the weight-gradient GEMM, as Megatron runs it; false: it blocks (the CPU executor).
+  bool async_tp_grad = true;
   /// Elementwise ops as PyTorch eager runs them: one kernel per ATen op, RMSNorm and rotary
   /// embeddings upcast to fp32 (TorchTitan without torch.compile). Otherwise fused kernels, as
   /// Megatron with Transformer Engine or torch.compile run them.

@@ -17,6 +17,7 @@ TEST(AsExecuted, RunsInFp32WithNothingOverlapped) {
   p.cp_comm = CpComm::kRing;
   const ParallelPlan e = as_executed(p);
   EXPECT_EQ(e.precision, Precision::kFp32);
+  EXPECT_FALSE(e.async_tp_grad);
   EXPECT_FALSE(e.overlap_grad_reduce);
   EXPECT_FALSE(e.overlap_param_gather);
   EXPECT_FALSE(e.overlap_tp_comm);
@@ -45,6 +46,28 @@ TEST(AsExecuted, TheGradientReductionIsExposed) {
   const auto dp = static_cast<size_t>(CostCategory::kDpComm);
   EXPECT_GT(executed->breakdown_s[dp], overlapped->breakdown_s[dp]);
   EXPECT_GT(executed->step_time_s, overlapped->step_time_s);
+}
+
+// Tensor parallel: the input gradient's all-reduce, which Megatron runs beside the weight-gradient
+// GEMM, blocks in the executor: backward's exposed TP communication is all of it.
+TEST(AsExecuted, TheInputGradientAllReduceBlocks) {
+  const ModelSpec m = find_zoo_model("llama3.1-8b", "t").value();
+  const Cluster c{find_profile(builtin_profiles().value(), "h100-sxm-80gb", "t").value(), 2};
+  ParallelPlan p;
+  p.tp = 2;
+  p.micro_batch = 1;
+  p.global_batch = 1;
+  p.seq_len = 4096;
+  p.sequence_parallel = false;
+  ParallelPlan blocking = p;
+  blocking.async_tp_grad = false;
+  auto async = simulate(m, c, p);
+  auto blocked = simulate(m, c, blocking);
+  ASSERT_TRUE(async.ok()) << async.error_text();
+  ASSERT_TRUE(blocked.ok()) << blocked.error_text();
+  const auto tp = static_cast<size_t>(CostCategory::kTpComm);
+  EXPECT_GT(blocked->breakdown_s[tp], async->breakdown_s[tp]);
+  EXPECT_GT(blocked->step_time_s, async->step_time_s);
 }
 
 }  // namespace

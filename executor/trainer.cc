@@ -151,6 +151,7 @@ ParallelPlan as_executed(ParallelPlan plan) {
   plan.overlap_grad_reduce = false;
   plan.overlap_param_gather = false;
   plan.overlap_tp_comm = false;
+  plan.async_tp_grad = false;  // the input gradient's all-reduce / reduce-scatter blocks
   // Context parallelism gathers K and V of the whole sequence before attention (and
   // reduce-scatters their gradients), blocking; no ring.
   plan.cp_comm = CpComm::kAllGather;

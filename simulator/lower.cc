@@ -383,12 +383,14 @@ class LayerBuilder {
                 overlap(pending_fwd_.second, last_gemm_fwd_s_));
     // The input gradient's reduce-scatter (all-reduce without SP) is launched asynchronously
     // and runs beside the weight-gradient GEMM (Megatron's default), except in zero-bubble
-    // schedules, where the weight gradient is deferred.
+    // schedules, where the weight gradient is deferred, and where the plan has it block.
     if (pending_bwd_.second > 0) {
       const double c = pending_bwd_.second;
       const bool wgrad_follows = p_.schedule != ScheduleKind::kZeroBubbleH1;
       push_comm(&bwd_in_, pending_bwd_.first, CostCategory::kTpComm, c,
-                wgrad_follows ? hidden(c, last_gemm_wgrad_s_) : overlap(c, last_gemm_bwd_s_));
+                !p_.async_tp_grad ? c
+                : wgrad_follows   ? hidden(c, last_gemm_wgrad_s_)
+                                  : overlap(c, last_gemm_bwd_s_));
     }
     if (regather_s_ > 0)
       push_comm(&bwd_in_, "tp_regather", CostCategory::kTpComm, regather_s_,
