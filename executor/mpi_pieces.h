@@ -19,23 +19,15 @@ namespace parallax::exec {
 
 inline constexpr int64_t kMpiPieceBytes = int64_t{4} << 20;
 
-/// How a reduce-scatter of counts[r] values for each rank r splits into pieces of at most about
-/// `max_values` values over all ranks: pieces[j][r] values of rank r's block, starting where
-/// pieces 0..j-1 of that block end. Every block is cut into the same number of pieces (each is
-/// one collective call, and every rank makes the same calls), in proportion to its size.
-inline std::vector<std::vector<int64_t>> reduce_scatter_pieces(std::span<const int64_t> counts,
-                                                               int64_t max_values) {
-  int64_t total = 0;
-  for (const int64_t c : counts) total += c;
-  const int64_t n =
-      std::max<int64_t>(1, (total + max_values - 1) / std::max<int64_t>(1, max_values));
-  std::vector<std::vector<int64_t>> pieces(static_cast<size_t>(n),
-                                           std::vector<int64_t>(counts.size()));
-  for (size_t r = 0; r < counts.size(); ++r)
-    for (int64_t j = 0; j < n; ++j)
-      pieces[static_cast<size_t>(j)][r] = counts[r] * (j + 1) / n - counts[r] * j / n;
-  return pieces;
+/// The pieces a reduction of `total` values takes at most `max_values` a piece: at least one.
+inline int64_t piece_number(int64_t total, int64_t max_values) {
+  return std::max<int64_t>(1, (total + max_values - 1) / std::max<int64_t>(1, max_values));
 }
+
+/// Where piece j of n of a block of `count` values starts; piece j is [piece_start(count, j, n),
+/// piece_start(count, j + 1, n)). Every rank's block of a reduce-scatter is cut into the same n
+/// pieces (each one collective call every rank makes), in proportion to its size.
+inline int64_t piece_start(int64_t count, int64_t j, int64_t n) { return count * j / n; }
 
 #ifdef PARALLAX_HAVE_MPI
 
@@ -57,26 +49,28 @@ inline int all_reduce_in_pieces(void* data, int64_t n, MPI_Datatype type, int el
 /// failing MPI return code, else MPI_SUCCESS.
 inline int reduce_scatter_in_pieces(const float* data, std::span<const int64_t> counts, int rank,
                                     float* out, MPI_Comm comm, std::vector<float>* scratch) {
-  const auto pieces = reduce_scatter_pieces(counts, kMpiPieceBytes / int64_t{sizeof(float)});
   const size_t ranks = counts.size();
-  std::vector<int64_t> start(ranks, 0), done(ranks, 0);  // block starts, values sent so far
-  for (size_t r = 1; r < ranks; ++r) start[r] = start[r - 1] + counts[r - 1];
+  int64_t total = 0;
+  for (const int64_t c : counts) total += c;
+  const int64_t n = piece_number(total, kMpiPieceBytes / int64_t{sizeof(float)});
   std::vector<int> piece_counts(ranks);
-  for (const auto& p : pieces) {
-    int64_t staged = 0;
-    for (size_t r = 0; r < ranks; ++r) staged += p[r];
-    if (pieces.size() > 1) scratch->resize(static_cast<size_t>(staged));
-    int64_t at = 0;
+  if (n == 1) {
+    for (size_t r = 0; r < ranks; ++r) piece_counts[r] = static_cast<int>(counts[r]);
+    return MPI_Reduce_scatter(data, out, piece_counts.data(), MPI_FLOAT, MPI_SUM, comm);
+  }
+  std::vector<int64_t> block(ranks, 0);  // where each rank's block starts in data
+  for (size_t r = 1; r < ranks; ++r) block[r] = block[r - 1] + counts[r - 1];
+  for (int64_t j = 0; j < n; ++j) {
+    scratch->clear();
     for (size_t r = 0; r < ranks; ++r) {
-      if (pieces.size() > 1) std::copy_n(data + start[r] + done[r], p[r], scratch->data() + at);
-      piece_counts[r] = static_cast<int>(p[r]);
-      at += p[r];
+      const int64_t from = piece_start(counts[r], j, n), to = piece_start(counts[r], j + 1, n);
+      scratch->insert(scratch->end(), data + block[r] + from, data + block[r] + to);
+      piece_counts[r] = static_cast<int>(to - from);
     }
-    const float* send = pieces.size() > 1 ? scratch->data() : data;
-    const int rc = MPI_Reduce_scatter(send, out + done[static_cast<size_t>(rank)],
+    const int rc = MPI_Reduce_scatter(scratch->data(),
+                                      out + piece_start(counts[static_cast<size_t>(rank)], j, n),
                                       piece_counts.data(), MPI_FLOAT, MPI_SUM, comm);
     if (rc != MPI_SUCCESS) return rc;
-    for (size_t r = 0; r < ranks; ++r) done[r] += p[r];
   }
   return MPI_SUCCESS;
 }
