@@ -101,8 +101,4 @@ void OpClock::add_routing(double busiest_over_mean) {
   ++seconds_.routing_layers;
 }
 
-double OpSeconds::routing_imbalance() const {
-  return routing_layers > 0 ? routing_sum / static_cast<double>(routing_layers) : 0.0;
-}
-
 }  // namespace parallax::exec

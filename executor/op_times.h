@@ -57,8 +57,6 @@ struct OpSeconds {
   /// expert-parallel rank's routed token copies over the group's mean, and how many were summed.
   double routing_sum = 0;
   int64_t routing_layers = 0;
-  /// routing_sum / routing_layers, or 0 when no MoE layer was routed over ranks.
-  double routing_imbalance() const;
   double total() const;
   /// total() less communication: the rank's own work.
   double compute() const;
