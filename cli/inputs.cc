@@ -134,6 +134,15 @@ Result<ModelSpec> resolve_model(const std::string& name_or_path, const std::stri
   return model_from_json(m, name_or_path + ":" + (&m == &cfg ? "" : "/model"));
 }
 
+namespace {
+
+/// A 1/0 switch: the flag alone means 1.
+void add_switch(CLI::App* cmd, const char* name, int* target, const std::string& help) {
+  cmd->add_option(name, *target, help)->check(CLI::Range(0, 1))->expected(0, 1)->default_str("1");
+}
+
+}  // namespace
+
 void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option(
       "--model", f->model,
@@ -152,48 +161,30 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option("--mbs", f->mbs, "micro-batch size in sequences");
   cmd->add_option("--gbs", f->gbs, "global batch size in sequences");
   cmd->add_option("--seq", f->seq, "sequence length in tokens");
-  cmd->add_option("--sp", f->sp, "sequence parallelism (1/0; the flag alone means 1)")
-      ->check(CLI::Range(0, 1))
-      ->expected(0, 1)
-      ->default_str("1");
+  add_switch(cmd, "--sp", &f->sp, "sequence parallelism (1/0; the flag alone means 1)");
   cmd->add_option("--recompute", f->recompute,
                   "activation recomputation: none | selective (attention core, Megatron) | "
                   "selective-op (every other matmul saved, TorchTitan) | full");
   cmd->add_option("--zero", f->zero, "ZeRO stage 0-3 (1 = distributed optimizer)");
-  cmd->add_option("--fsdp", f->fsdp,
-                  "PyTorch FSDP2 parameter sharding (1/0; the flag alone means 1)")
-      ->check(CLI::Range(0, 1))
-      ->expected(0, 1)
-      ->default_str("1");
+  add_switch(cmd, "--fsdp", &f->fsdp,
+             "PyTorch FSDP2 parameter sharding (1/0; the flag alone means 1)");
   cmd->add_option("--schedule", f->schedule, "pipeline schedule: 1f1b | interleaved | zb-h1");
   cmd->add_option("--precision", f->precision, "bf16 | fp8");
   cmd->add_option("--cp-comm", f->cp_comm, "context-parallel K/V exchange: ring | allgather");
   cmd->add_option("--attention", f->attention,
                   "attention kernel: flash (fused; FlashAttention-3/cuDNN on Hopper) | flash2 "
                   "(FlashAttention-2, PyTorch SDPA) | unfused (materialised s x s scores)");
-  cmd->add_option("--eager", f->eager,
-                  "elementwise ops as PyTorch eager runs them (one kernel per op, norms and rotary "
-                  "embeddings in fp32; TorchTitan without torch.compile) instead of fused (1/0)")
-      ->check(CLI::Range(0, 1))
-      ->expected(0, 1)
-      ->default_str("1");
+  add_switch(cmd, "--eager", &f->eager,
+             "elementwise ops as PyTorch eager runs them (one kernel per op, norms and rotary "
+             "embeddings in fp32; TorchTitan without torch.compile) instead of fused (1/0)");
   cmd->add_option("--moe-imbalance", f->moe_imbalance,
                   "routed tokens on the busiest expert-parallel rank over the mean (>= 1; 1 = even "
                   "routing): that rank's experts and received tokens set each MoE layer's time");
-  cmd->add_option("--overlap-tp-comm", f->overlap_tp, "overlap TP communication with GEMMs (1/0)")
-      ->check(CLI::Range(0, 1))
-      ->expected(0, 1)
-      ->default_str("1");
-  cmd->add_option("--overlap-grad-reduce", f->overlap_grad,
-                  "overlap DP gradient reduction with backward (1/0)")
-      ->check(CLI::Range(0, 1))
-      ->expected(0, 1)
-      ->default_str("1");
-  cmd->add_option("--overlap-param-gather", f->overlap_param,
-                  "overlap ZeRO parameter all-gather with forward (1/0)")
-      ->check(CLI::Range(0, 1))
-      ->expected(0, 1)
-      ->default_str("1");
+  add_switch(cmd, "--overlap-tp-comm", &f->overlap_tp, "overlap TP communication with GEMMs (1/0)");
+  add_switch(cmd, "--overlap-grad-reduce", &f->overlap_grad,
+             "overlap DP gradient reduction with backward (1/0)");
+  add_switch(cmd, "--overlap-param-gather", &f->overlap_param,
+             "overlap ZeRO parameter all-gather with forward (1/0)");
   cmd->add_option("--scenario,--plan", f->scenario,
                   "scenario or plan JSON (model, cluster, layout, settings; a plan file from "
                   "`parallax plan --out`); flags override it");

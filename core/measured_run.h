@@ -50,9 +50,8 @@ inline constexpr const char* kFillRule =
     "(FlashAttention-2), 'selective' as per-op selective checkpointing, elementwise ops as "
     "PyTorch eager runs them (TorchTitan's default, compile off) except in fp8 runs (torchao "
     "Float8 runs under torch.compile), context-parallel K and V all-gathered (its default "
-    "rotate method), and an unknown micro_batch under pipelining as local batch "
-    "/ (pp*vpp) (TorchTitan's default of one "
-    "microbatch per pipeline stage)";
+    "rotate method), and an unknown micro_batch under pipelining as local batch / (pp*vpp) "
+    "(TorchTitan's default of one microbatch per pipeline stage)";
 
 /// Parses one record; `where` is e.g. "runs.jsonl:12".
 Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where);
