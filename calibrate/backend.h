@@ -50,6 +50,9 @@ class ComputeBackend {
   /// what a CPU executor runs). The CUDA backend's own kernel uses CUDA cores, not tensor cores:
   /// its numbers are reported but do not go into a profile.
   virtual bool attention_is_representative() const { return true; }
+  /// Processors of this host that its ranks' computations run on (the CPU's cores); 0 when each
+  /// rank has a device of its own (a GPU). Ranks beyond it time-share the processors.
+  virtual int host_processors() const { return 0; }
   /// Causal attention over `batch_heads` heads of `seq` tokens of `head_dim`, forward or
   /// backward (no seq x seq matrix kept).
   virtual Result<Stats> attention(int64_t batch_heads, int64_t seq, int64_t head_dim, bool backward,

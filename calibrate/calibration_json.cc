@@ -39,6 +39,7 @@ Json to_json(const CalibrationData& d) {
             {"driver", d.driver},
             {"ranks", d.ranks},
             {"local_size", d.local_size},
+            {"shared_processors", d.shared_processors},
             {"memory_gib", d.memory_gib},
             {"baseline_gib", d.baseline_gib},
             {"activation_bytes", d.activation_bytes},
@@ -102,6 +103,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   d.driver = f.string("driver", "");
   d.ranks = static_cast<int>(f.integer("ranks", 1));
   d.local_size = static_cast<int>(f.integer("local_size", 1));
+  d.shared_processors = static_cast<int>(f.integer("shared_processors", 0));
   d.memory_gib = f.number("memory_gib", 0.0);
   d.baseline_gib = f.number("baseline_gib", 0.0);
   d.activation_bytes = static_cast<int>(f.integer("activation_bytes", 4));

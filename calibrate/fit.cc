@@ -115,15 +115,20 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
   p.measured = true;
   p.date = d.date;
   p.driver = d.driver;
+  // Ranks that time-shared the host's processors measured a rank's share of one (suite.h).
+  const std::string shared = d.shared_processors > 0
+                                 ? ", " + std::to_string(d.local_size) + " per host sharing " +
+                                       std::to_string(d.shared_processors) + " processors"
+                                 : "";
   p.description = "measured: " + d.device + " (" + d.backend + ", " + std::to_string(d.ranks) +
-                  " rank" + (d.ranks == 1 ? "" : "s") + " over " + d.communicator + ")" +
+                  " rank" + (d.ranks == 1 ? "" : "s") + shared + " over " + d.communicator + ")" +
                   (based ? ", peaks from " + opt.base->name : "");
   p.gemm_samples.clear();
   p.collective_samples.clear();
   p.memory_samples.clear();
   p.attention_samples.clear();
   Setter set{&p, "measured by parallax calibrate on " + d.device + ", " + d.date +
-                     (opt.command.empty() ? "" : " (" + opt.command + ")")};
+                     (opt.command.empty() ? "" : " (" + opt.command + shared + ")")};
   const std::string what_base = based ? opt.base->name : "";
 
   // GEMM: per precision, the best shape of the sweep is the achievable peak (as library
@@ -340,6 +345,10 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
                 "ranks sharing this node in the calibration run");
     set.integer("scale_up_domain", &HwProfile::scale_up_domain, std::max(1, d.local_size),
                 "ranks sharing this node (shared memory is the scale-up fabric)");
+    if (d.shared_processors > 0)
+      set.integer("shared_processors", &HwProfile::shared_processors, d.shared_processors,
+                  "processors the node's ranks time-shared: each compute table holds a rank's "
+                  "share, timed over batches of calls");
     // What one node cannot measure is derived from what it did, and says so.
     if (!by_link.count(LinkClass::kScaleUp)) {
       p.scale_up_bw_gbps = p.hbm_bw_gbps / 2;

@@ -1,6 +1,7 @@
 #include "calibrate/measurement.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -48,6 +49,25 @@ Stats summarize(std::vector<double> times) {
 
 Result<Stats> time_repeated(const std::function<double()>& once, const TimingPolicy& policy,
                             const std::string& what) {
+  // One repetition: a single call, or under policy.batch_s calls until that much wall time has
+  // passed, their wall time over their count (a failed or nonsense call is returned as it is).
+  // `spent`: the repetition's time, which the time budget counts.
+  double spent = 0;
+  const std::function<double()> repetition = [&]() -> double {
+    if (policy.batch_s <= 0) return spent = once();
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    int calls = 0;
+    double wall = 0;
+    do {
+      const double t = once();
+      if (!(t > 0) || !std::isfinite(t) || t > policy.timeout_s) return t;
+      ++calls;
+      wall = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (wall < policy.batch_s);
+    spent = wall;
+    return wall / calls;
+  };
   auto check = [&](double t) -> std::optional<Diagnostic> {
     if (t < 0) return Diagnostic{what, "the benchmark failed on the device", ""};
     if (!std::isfinite(t) || t == 0)
@@ -62,7 +82,7 @@ Result<Stats> time_repeated(const std::function<double()>& once, const TimingPol
   };
   // Warm-up timings are not data, but a failure or time-out there is still one.
   for (int i = 0; i < policy.warmup; ++i) {
-    const double t = once();
+    const double t = repetition();
     if (t < 0 || t > policy.timeout_s) {
       if (auto d = check(t)) return *d;
     }
@@ -70,10 +90,10 @@ Result<Stats> time_repeated(const std::function<double()>& once, const TimingPol
   std::vector<double> times;
   double total = 0;
   while (static_cast<int>(times.size()) < policy.max_reps) {
-    const double t = once();
+    const double t = repetition();
     if (auto d = check(t)) return *d;
     times.push_back(t);
-    total += t;
+    total += spent;
     const int n = static_cast<int>(times.size());
     if (n < policy.min_reps || total < policy.min_time_s) continue;
     if (total >= policy.max_time_s) break;

@@ -23,6 +23,14 @@ struct TimingPolicy {
   /// One repetition (warm-up included) longer than this times the benchmark out: it is
   /// reported and left out. A running kernel is not interrupted; the next one is not started.
   double timeout_s = 20;
+  /// When positive, one repetition calls the benchmark back to back until this much wall time
+  /// has passed and counts the wall time over the calls. Ranks that outnumber a host's
+  /// processors time-share them: one call is timed either alone on a processor or across a wait
+  /// for one, so the median of single calls would keep the unshared speed; a batch spanning
+  /// several scheduler slices counts the share a rank really gets. The time budget (min_time_s,
+  /// max_time_s) counts the batches' wall time. Only for benchmarks without a collective inside:
+  /// ranks may make different numbers of calls.
+  double batch_s = 0;
 };
 
 /// A quick policy (calibrate --quick) and the full one.

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 namespace parallax::calibrate {
 namespace {
@@ -47,6 +49,42 @@ TEST(CalibrateTiming, WarmsUpThenStopsOnceStableOrOutOfTime) {
   p.max_reps = 12;
   r = time_repeated([&] { return (++i % 2 ? 1e-3 : 3e-3); }, p, "capped");
   EXPECT_EQ(r->reps, 12);
+}
+
+// Ranks that time-share processors: each call reports 1 ms of its own, but waits 2 ms of wall
+// time in all (as if descheduled). Single calls keep the 1 ms; batches count the wall time, and
+// the time budget counts it too.
+TEST(CalibrateTiming, BatchesCountWallTimeWhenRanksShareProcessors) {
+  TimingPolicy p;
+  p.warmup = 0;
+  p.min_reps = 3;
+  p.max_reps = 100;
+  p.min_time_s = 0;
+  p.max_time_s = 0.0605;
+  p.target_spread = -1;  // never stable: only the budget stops
+  int calls = 0;
+  const auto shared = [&] {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return 1e-3;
+  };
+  auto single = time_repeated(shared, p, "single");
+  ASSERT_TRUE(single.ok());
+  EXPECT_DOUBLE_EQ(single->median_s, 1e-3);
+  EXPECT_EQ(single->reps, 61);  // the budget counts the reported 1 ms
+  p.batch_s = 0.02;
+  calls = 0;
+  auto batched = time_repeated(shared, p, "batched");
+  ASSERT_TRUE(batched.ok());
+  EXPECT_GE(batched->median_s, 2e-3);  // sleep_for waits at least its time
+  EXPECT_GE(batched->reps, 3);         // batches of >= 20 ms fill the budget in 3 or 4
+  EXPECT_LE(batched->reps, 4);
+  EXPECT_GE(calls, 3 * 10);  // a batch calls until 20 ms have passed: 10 or more 2 ms calls
+  // A failure inside a batch fails the benchmark.
+  int n = 0;
+  auto failed = time_repeated([&] { return ++n == 5 ? -1.0 : 1e-3; }, p, "gemm 8x8x8");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.errors().front().what.find("failed"), std::string::npos);
 }
 
 TEST(CalibrateTiming, FailuresAndNonsenseAreErrorsNotData) {

@@ -282,6 +282,14 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
   d.communicator = comm.name();
   d.ranks = comm.size();
   d.local_size = comm.local_size();
+  // Ranks that outnumber the host's processors time-share them, as they will when they train:
+  // the compute benchmarks count the share each rank gets (all ranks run each one at once).
+  TimingPolicy compute = opt.policy;
+  if (const int processors = backend.host_processors();
+      processors > 0 && comm.local_size() > processors) {
+    d.shared_processors = processors;
+    compute.batch_s = opt.shared_batch_s;
+  }
   d.memory_gib = backend.memory_gib();
   d.activation_bytes = backend.activation_bytes();
   d.attention_representative = backend.attention_is_representative();
@@ -293,6 +301,11 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
   auto say = [&](const std::string& line) {
     if (rank0 && opt.progress) opt.progress(line);
   };
+  if (d.shared_processors > 0)
+    say(std::to_string(d.local_size) + " ranks share this host's " +
+        std::to_string(d.shared_processors) + " processors: each compute benchmark is timed over " +
+        format_fixed(opt.shared_batch_s * 1000, 0) +
+        " ms batches, the share of a processor a rank gets");
   auto wants = [&](Table t) {
     return std::find(opt.tables.begin(), opt.tables.end(), t) != opt.tables.end();
   };
@@ -305,7 +318,7 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
       double best = 0;
       for (const GemmShape3& s : g.gemm) {
         const std::string what = std::string("gemm ") + shape_text(s) + " " + to_string(p);
-        auto stats = agree(comm, backend.gemm(s.m, s.n, s.k, p, opt.policy), &why);
+        auto stats = agree(comm, backend.gemm(s.m, s.n, s.k, p, compute), &why);
         if (!stats) {
           d.rejected.push_back({"gemm", what, why});
           continue;
@@ -325,7 +338,7 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
       const double bytes = memory_kernel_bytes(s.kernel, s.rows, s.cols, d.activation_bytes);
       const std::string what = std::string("memory ") + to_string(s.kernel) + " " +
                                std::to_string(s.rows) + "x" + std::to_string(s.cols);
-      auto stats = agree(comm, backend.memory_kernel(s.kernel, s.rows, s.cols, opt.policy), &why);
+      auto stats = agree(comm, backend.memory_kernel(s.kernel, s.rows, s.cols, compute), &why);
       if (!stats) {
         d.rejected.push_back({"memory", what, why});
         continue;
@@ -351,7 +364,7 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
                                std::to_string(a.batch_heads) + "x" + std::to_string(a.seq) + "x" +
                                std::to_string(a.head_dim);
       auto stats = agree(
-          comm, backend.attention(a.batch_heads, a.seq, a.head_dim, a.backward, opt.policy), &why);
+          comm, backend.attention(a.batch_heads, a.seq, a.head_dim, a.backward, compute), &why);
       if (!stats) {
         d.rejected.push_back({"attention", what, why});
         continue;

@@ -99,6 +99,9 @@ struct Rejected {
 struct CalibrationData {
   std::string backend, device, communicator, date, driver;
   int ranks = 1, local_size = 1;
+  /// The host's processors when its local_size ranks outnumbered them (they time-shared them,
+  /// and the compute tables count the share a rank got: TimingPolicy::batch_s); else 0.
+  int shared_processors = 0;
   double memory_gib = 0;
   /// Resident memory of the calibrating process before any benchmark buffer (the runtime's own:
   /// binary, libraries, MPI), in GiB; 0 where unknown.
@@ -140,11 +143,16 @@ struct SuiteOptions {
                                Table::kCollectives};
   /// Progress, one line per finished series (rank 0 only); may be empty.
   std::function<void(const std::string&)> progress;
+  /// TimingPolicy::batch_s of the compute tables when this host's ranks outnumber its
+  /// processors: several Linux scheduler slices (a few ms each with a handful of runnable tasks
+  /// per core).
+  double shared_batch_s = 0.05;
 };
 
 /// Runs every table of `opt` on `backend` (every rank runs the compute tables at once, as in
-/// training; each point keeps the slowest rank's median) and on `comm` (collectives need 2 or
-/// more ranks). Failures and nonsense are moved to `rejected`; then each series is checked for
+/// training; each point keeps the slowest rank's median; ranks that outnumber the host's
+/// processors time their compute in batches, opt.shared_batch_s) and on `comm` (collectives need 2
+/// or more ranks). Failures and nonsense are moved to `rejected`; then each series is checked for
 /// times that fall as sizes grow (non-monotone: see drop_non_monotone).
 CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const SuiteOptions& opt);
 

@@ -23,6 +23,9 @@ namespace {
 class FakeBackend : public ComputeBackend {
  public:
   double peak = 0.1, bw = 20, overhead_s = 1e-6;
+  int processors = 0;        ///< host_processors()
+  double gemm_batch_s = -1;  ///< the batch_s the last GEMM was timed under
+  int host_processors() const override { return processors; }
   std::string name() const override { return "fake"; }
   std::string device() const override { return "fake device"; }
   std::string runtime() const override { return "driver 1.2"; }
@@ -30,6 +33,7 @@ class FakeBackend : public ComputeBackend {
   int activation_bytes() const override { return 4; }
   std::vector<Precision> gemm_precisions() const override { return {Precision::kFp32}; }
   Result<Stats> gemm(int64_t m, int64_t n, int64_t k, Precision, const TimingPolicy& pol) override {
+    gemm_batch_s = pol.batch_s;
     const double t = 2.0 * m * n * k / (peak * kTera * k / (k + 32.0)) + 2e-6;
     if (m == 128 && n == 128 && k == 128) return time_repeated([] { return 0.0; }, pol, "zero");
     if (m == 64 && n == 64 && k == 64) return time_repeated([] { return -1.0; }, pol, "failing");
@@ -58,8 +62,10 @@ class FakeComm : public Communicator {
   int size() const override { return 4; }
   int local_size() const override { return 4; }
   using Communicator::collective;
+  double batch_s = -1;  ///< the batch_s the last collective was timed under
   Result<Stats> collective(CollectiveOp op, double bytes, const TimingPolicy& pol,
                            Grouping g) override {
+    batch_s = pol.batch_s;
     if (!valid_grouping(g, 4)) return Diagnostic{"fake", "bad grouping", ""};
     // Groups of 4 ranks 1 apart share the node's fabric; pairs get it to themselves (faster).
     const double bw = g.size == 4 ? 8 : 12;
@@ -209,6 +215,52 @@ TEST(CalibrateFit, RecoversTheSyntheticDevice) {
   const double s = 2.0 * (1 << 20);
   EXPECT_NEAR(cost.achieved_bw_gbps(CollectiveOp::kAllReduce, LinkClass::kScaleUp, 4, s),
               2 * 0.75 * s / (5e-6 + 2 * 0.75 * s / (8 * kGB)) / kGB, 0.05);
+}
+
+// Four ranks on two processors time-share them: the compute tables are timed in batches (a
+// rank's share of a processor), the collectives as always (their ranks must call alike), and
+// the profile says so, which `execute` reads to compare such runs.
+TEST(CalibrateSuite, RanksOutnumberingTheProcessorsTimeComputeInBatches) {
+  FakeBackend b;
+  FakeComm c;
+  SuiteOptions o;
+  o.grid = default_grid(GridKind::kCpu, true);
+  o.policy = fast_policy();
+  o.shared_batch_s = 1e-4;
+  b.processors = 4;  // one per rank: nothing shared
+  CalibrationData d = run_suite(b, c, o);
+  EXPECT_EQ(d.shared_processors, 0);
+  EXPECT_EQ(b.gemm_batch_s, 0);
+  auto f = fit_profile(d, FitOptions{"cpu", std::nullopt, "test"});
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->profile.shared_processors, 0);
+  EXPECT_FALSE(to_json(f->profile).contains("shared_processors"));
+
+  b.processors = 2;
+  d = run_suite(b, c, o);
+  EXPECT_EQ(d.shared_processors, 2);
+  EXPECT_EQ(b.gemm_batch_s, 1e-4);
+  EXPECT_EQ(c.batch_s, 0);
+  f = fit_profile(d, FitOptions{"cpu", std::nullopt, "test"});
+  ASSERT_TRUE(f.ok());
+  const HwProfile& p = f->profile;
+  EXPECT_EQ(p.shared_processors, 2);
+  EXPECT_EQ(p.gpus_per_node, 4);
+  EXPECT_NE(p.description.find("4 per host sharing 2 processors"), std::string::npos)
+      << p.description;
+  EXPECT_NE(p.sources.at("fp32_tflops").find("sharing 2 processors"), std::string::npos);
+  // Both survive JSON: the raw data and the profile.
+  auto raw = calibration_from_json(to_json(d), "raw");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(raw->shared_processors, 2);
+  auto back = profile_from_json(to_json(p), "p");
+  ASSERT_TRUE(back.ok()) << back.errors().front().str();
+  EXPECT_EQ(back->shared_processors, 2);
+  Json bad = to_json(p);
+  bad["shared_processors"]["value"] = -1;
+  auto e = profile_from_json(bad, "p.json:");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.errors().front().where, "p.json:/shared_processors");
 }
 
 TEST(CalibrateFit, DatasheetBaseKeepsPeaksAndRejectsTheImpossible) {

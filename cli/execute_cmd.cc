@@ -495,14 +495,20 @@ int run(const Opts& o) {
       predicted_routed = rep.value();
     }
   }
-  // The simulator gives every rank a core (calibrate measures one core per rank); ranks sharing
-  // cores run slower than that, and the comparison says so.
+  // The simulator runs each rank at its profile's speed. Ranks that outnumber the cores
+  // time-share them: comparable only with a profile calibrated the same way (as many ranks on
+  // as many cores, whose tables hold a rank's share of a core); the comparison says so.
   std::string note;
   if (const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-      predicted && cores > 0 && group->local_size() > cores)
-    note = std::to_string(group->local_size()) + " ranks share this host's " +
-           std::to_string(cores) +
-           " cores: the prediction assumes a core per rank, so the measurement is not comparable";
+      predicted && cores > 0 && group->local_size() > cores) {
+    const HwProfile& hw = resolved->cluster.hw;
+    if (!(hw.shared_processors == cores && hw.gpus_per_node == group->local_size()))
+      note = std::to_string(group->local_size()) + " ranks share this host's " +
+             std::to_string(cores) + " cores, but " + hw.name +
+             " was not calibrated so: the measurement is not comparable (calibrate under mpirun "
+             "-np " +
+             std::to_string(group->local_size()) + " on this host for a profile that is)";
+  }
   if (table) {
     std::printf(
         "  median step %.4f s, %.0f tokens/s (%.0f per rank), peak memory %.3f GiB per rank\n",

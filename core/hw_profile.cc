@@ -34,6 +34,8 @@ Diagnostics validate_profile(const HwProfile& p, const std::string& where) {
   frac("hbm_efficiency", p.hbm_efficiency);
   pos("gpus_per_node", p.gpus_per_node);
   pos("scale_up_domain", p.scale_up_domain);
+  if (p.shared_processors < 0)
+    out.push_back({where + "/shared_processors", "must be >= 0", "0 means not shared"});
   pos("scale_up_bw_gbps", p.scale_up_bw_gbps);
   frac("scale_up_efficiency", p.scale_up_efficiency);
   pos("scale_out_bw_gbps", p.scale_out_bw_gbps);

@@ -95,6 +95,9 @@ struct HwProfile {
   // Interconnect. Bandwidths are unidirectional per GPU in GB/s.
   int gpus_per_node = 0;
   int scale_up_domain = 0;  ///< GPUs sharing one NVLink/NVSwitch domain (8, or 72 for NVL72)
+  /// Measured CPU profiles: the host's processors when the gpus_per_node ranks that calibrated
+  /// it time-shared them (its compute tables are a rank's share of one); 0 otherwise.
+  int shared_processors = 0;
   double scale_up_bw_gbps = 0;
   double scale_up_efficiency = 0;  ///< achieved bus bandwidth / nominal for large messages
   double scale_up_latency_us = 0;

@@ -284,6 +284,7 @@ constexpr IntField kIntFields[] = {
     {"comm_sms", &HwProfile::comm_sms, false},
     {"gpus_per_node", &HwProfile::gpus_per_node, true},
     {"scale_up_domain", &HwProfile::scale_up_domain, true},
+    {"shared_processors", &HwProfile::shared_processors, false},
 };
 
 void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnostics* d) {
@@ -410,7 +411,10 @@ Json to_json(const HwProfile& p) {
     if (!nf.required && p.*(nf.member) == 0 && !p.sources.count(nf.key)) continue;
     put(nf.key, p.*(nf.member));
   }
-  for (const auto& inf : kIntFields) put(inf.key, p.*(inf.member));
+  for (const auto& inf : kIntFields) {
+    if (!inf.required && p.*(inf.member) == 0 && !p.sources.count(inf.key)) continue;
+    put(inf.key, p.*(inf.member));
+  }
   if (p.has_measured_tables()) {
     // A spread that was not recorded stays out.
     auto spread = [](Json* row, double v) {

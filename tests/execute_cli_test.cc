@@ -197,6 +197,20 @@ TEST(ExecuteCli, DataParallelOverMpiGivesTheSingleRankLosses) {
   EXPECT_EQ(fj.contains("note"), sysconf(_SC_NPROCESSORS_ONLN) < 4) << fj;
   if (fj.contains("note")) {
     EXPECT_NE(fj["note"].get<std::string>().find("4 ranks share this host's"), std::string::npos);
+    // A profile calibrated by 4 ranks time-sharing this host's cores is comparable.
+    Json shared = Json::parse(std::ifstream(fp32_profile(dir)));
+    shared["gpus_per_node"]["value"] = 4;
+    shared["scale_up_domain"]["value"] = 4;
+    shared["shared_processors"] = {{"value", sysconf(_SC_NPROCESSORS_ONLN)}, {"source", "test"}};
+    const std::string path = dir.file("shared.json");
+    std::ofstream(path) << shared.dump();
+    const CliRun comparable = MpiParallax(
+        4,
+        "execute --model " + Quote(tiny_model(dir)) +
+            " --gpus 4 --gbs 4 --seq 32 --steps 1 --format json --compare --cluster " + Quote(path),
+        Streams::kStdoutOnly);
+    ASSERT_EQ(comparable.exit_code, 0) << comparable;
+    EXPECT_FALSE(ParseOrFail(comparable.out, "shared profile").contains("note")) << comparable;
   }
   // The distributed optimizer (ZeRO-1: Adam state sharded, gradients reduce-scattered,
   // parameters all-gathered) follows the same curve.

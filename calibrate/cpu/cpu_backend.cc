@@ -196,6 +196,10 @@ class CpuBackend final : public ComputeBackend {
   /// MemTotal / hardware threads: a rank's share when one rank runs per core.
   double memory_gib() const override { return memory_gib_; }
   int activation_bytes() const override { return 4; }
+  /// The online cores, as `execute` counts them when it compares.
+  int host_processors() const override {
+    return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  }
   std::vector<Precision> gemm_precisions() const override {
     return {Precision::kFp32, Precision::kBf16};
   }
