@@ -27,7 +27,9 @@ Diagnostics validate_profile(const HwProfile& p, const std::string& where) {
   frac("attention_fwd_efficiency", p.attention_fwd_efficiency);
   frac("attention_bwd_efficiency", p.attention_bwd_efficiency);
   for (auto [f, v] : {std::pair{"fa2_attention_fwd_efficiency", p.fa2_attention_fwd_efficiency},
-                      {"fa2_attention_bwd_efficiency", p.fa2_attention_bwd_efficiency}})
+                      {"fa2_attention_bwd_efficiency", p.fa2_attention_bwd_efficiency},
+                      {"causal_attention_factor", p.causal_attention_factor},
+                      {"fa2_causal_attention_factor", p.fa2_causal_attention_factor}})
     if (v != 0) frac(f, v);
   pos("hbm_gib", p.hbm_gib);
   pos("hbm_bw_gbps", p.hbm_bw_gbps);

@@ -83,7 +83,12 @@ struct HwProfile {
   /// FA2 has no WGMMA/TMA path); 0 = the same kernel as `attention_*_efficiency`.
   double fa2_attention_fwd_efficiency = 0;
   double fa2_attention_bwd_efficiency = 0;
-  double kernel_overhead_us = 0;  ///< per-kernel launch and tail overhead
+  /// Causal (masked) over unmasked TFLOP/s of the same kernel at the same shape, the FLOPs of
+  /// causal attention counted as half: the masked diagonal blocks and the uneven work of the
+  /// query blocks cost throughput. 0 = not given (taken as 1).
+  double causal_attention_factor = 0;      ///< of attention_*_efficiency's kernel
+  double fa2_causal_attention_factor = 0;  ///< of fa2_attention_*_efficiency's kernel
+  double kernel_overhead_us = 0;           ///< per-kernel launch and tail overhead
   int comm_sms = 0;  ///< SMs a collective occupies while it overlaps compute (NCCL channels)
 
   // Memory.

@@ -264,6 +264,8 @@ constexpr NumField kNumFields[] = {
     {"attention_bwd_efficiency", &HwProfile::attention_bwd_efficiency, true},
     {"fa2_attention_fwd_efficiency", &HwProfile::fa2_attention_fwd_efficiency, false},
     {"fa2_attention_bwd_efficiency", &HwProfile::fa2_attention_bwd_efficiency, false},
+    {"causal_attention_factor", &HwProfile::causal_attention_factor, false},
+    {"fa2_causal_attention_factor", &HwProfile::fa2_causal_attention_factor, false},
     {"kernel_overhead_us", &HwProfile::kernel_overhead_us, false},
     {"hbm_gib", &HwProfile::hbm_gib, true},
     {"hbm_bw_gbps", &HwProfile::hbm_bw_gbps, true},

@@ -169,8 +169,8 @@ KernelTime ComputeCost::fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t w
 }
 
 KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk,
-                                  int64_t d_v, bool causal, bool backward, Precision p,
-                                  bool fa2) const {
+                                  int64_t d_v, bool causal, bool backward, Precision p, bool fa2,
+                                  double masked_share) const {
   KernelTime t;
   const double fwd =
       2.0 * batch_heads * s_q * s_kv * static_cast<double>(d_qk + d_v) * (causal ? 0.5 : 1.0);
@@ -196,10 +196,14 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
   } else {
     count(TableUse::kAttention, CostSource::kAnalytical);
   }
-  const double eff = fa2_eff > 0 ? fa2_eff
-                     : backward  ? hw_.attention_bwd_efficiency
-                                 : hw_.attention_fwd_efficiency;
-  const double compute_s = t.flops / (hw_.peak_tflops(p) * kTera * eff);
+  const double base = fa2_eff > 0 ? fa2_eff
+                      : backward  ? hw_.attention_bwd_efficiency
+                                  : hw_.attention_fwd_efficiency;
+  // The masked share of the FLOPs at the causal factor's rate, the rest at the unmasked rate.
+  const double factor = fa2_eff > 0 ? hw_.fa2_causal_attention_factor : hw_.causal_attention_factor;
+  const double share = causal && factor > 0 ? std::clamp(masked_share, 0.0, 1.0) : 0.0;
+  const double slowdown = share / (factor > 0 ? factor : 1.0) + (1 - share);
+  const double compute_s = t.flops * slowdown / (hw_.peak_tflops(p) * kTera * base);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
   t.time_s = std::max(compute_s, memory_s) + hw_.kernel_overhead_us * kUs;
   return t;

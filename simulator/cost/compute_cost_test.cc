@@ -156,6 +156,36 @@ TEST(ComputeCost, AttentionFlopsCausalHalfAndBackwardTwoAndAHalf) {
   EXPECT_NEAR(b_causal.time_s, 2.5 * full / 2 / (1000 * kTera * 0.4), kRel * b_causal.time_s);
 }
 
+// The causal mask costs throughput (masked diagonal blocks, uneven query blocks): a profile's
+// causal factor slows the masked share of a causal call's FLOPs, never an unmasked call.
+TEST(ComputeCost, CausalFactorSlowsTheMaskedShareOnly) {
+  HwProfile hw = round_profile();
+  const int64_t bh = 32, s = 4096, d = 128;
+  const ComputeCost plain(hw);
+  hw.causal_attention_factor = 0.8;
+  hw.fa2_attention_fwd_efficiency = 0.25;
+  hw.fa2_causal_attention_factor = 0.5;
+  const ComputeCost cost(hw);
+  const double causal_flops = 2.0 * bh * s * s * (d + d) / 2;
+  // One masked call: every FLOP at 0.8 x the unmasked rate (0.5 PFLOP/s).
+  EXPECT_NEAR(cost.attention(bh, s, s, d, d, true, false).time_s,
+              causal_flops / (1000 * kTera * 0.5 * 0.8), kRel * 1e-3);
+  // Unmasked calls and profiles without a factor are as before.
+  EXPECT_DOUBLE_EQ(cost.attention(bh, s, s, d, d, false, true).time_s,
+                   plain.attention(bh, s, s, d, d, false, true).time_s);
+  // A quarter masked (context parallelism over 4 ranks): 1/4 at 0.8, 3/4 at the full rate.
+  EXPECT_NEAR(cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, false, 0.25).time_s,
+              causal_flops * (0.25 / 0.8 + 0.75) / (1000 * kTera * 0.5), kRel * 1e-3);
+  // FlashAttention-2 takes its own factor.
+  EXPECT_NEAR(cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, true).time_s,
+              causal_flops / (1000 * kTera * 0.25 * 0.5), kRel * 1e-3);
+  // A factor is a fraction: above 1 is an error that names the field.
+  hw.causal_attention_factor = 1.2;
+  const Diagnostics bad = validate_profile(hw, "p.json:");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad.front().where, "p.json:/causal_attention_factor");
+}
+
 TEST(ComputeCost, MemoryBoundKernelIsBytesOverEffectiveBandwidth) {
   HwProfile hw = round_profile();
   hw.hbm_efficiency = 0.5;
