@@ -83,9 +83,10 @@ struct HwProfile {
   /// FA2 has no WGMMA/TMA path); 0 = the same kernel as `attention_*_efficiency`.
   double fa2_attention_fwd_efficiency = 0;
   double fa2_attention_bwd_efficiency = 0;
-  /// Causal (masked) over unmasked TFLOP/s of the same kernel at the same shape, the FLOPs of
-  /// causal attention counted as half: the masked diagonal blocks and the uneven work of the
-  /// query blocks cost throughput. 0 = not given (taken as 1).
+  /// Causal (masked) over unmasked TFLOP/s of the same kernel, the FLOPs of causal attention
+  /// counted as half, away from the diagonal: the uneven work of the query blocks costs
+  /// throughput, and each masked diagonal block costs two unmasked ones (ComputeCost::attention
+  /// counts those apart). 0 = not given (taken as 1, and no diagonal cost).
   double causal_attention_factor = 0;      ///< of attention_*_efficiency's kernel
   double fa2_causal_attention_factor = 0;  ///< of fa2_attention_*_efficiency's kernel
   double kernel_overhead_us = 0;           ///< per-kernel launch and tail overhead

@@ -12,6 +12,10 @@
 namespace parallax {
 namespace {
 
+/// Query (and key) rows of one block of the flash kernels at head dim 128: FlashAttention-2's
+/// and -3's forward tile (kBlockM = 128), which the causal mask's diagonal falls on.
+constexpr double kAttentionBlock = 128;
+
 // Fraction of a tile grid doing useful work for an m x n output with tm x tn tiles on `sms`
 // processors, over `batch` problems.
 double tile_wave_utilisation(int64_t m, int64_t n, int64_t batch, int tm, int tn, int sms) {
@@ -199,10 +203,14 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
   const double base = fa2_eff > 0 ? fa2_eff
                       : backward  ? hw_.attention_bwd_efficiency
                                   : hw_.attention_fwd_efficiency;
-  // The masked share of the FLOPs at the causal factor's rate, the rest at the unmasked rate.
+  // The masked share of the FLOPs at the causal rate, the rest at the unmasked rate. A masked
+  // call over n query blocks computes n (n + 1) / 2 blocks for the n^2 / 2 its FLOPs count, the
+  // n diagonal ones at twice the cost of the others (the mask): n^2 / 2 + n block-times.
   const double factor = fa2_eff > 0 ? hw_.fa2_causal_attention_factor : hw_.causal_attention_factor;
   const double share = causal && factor > 0 ? std::clamp(masked_share, 0.0, 1.0) : 0.0;
-  const double slowdown = share / (factor > 0 ? factor : 1.0) + (1 - share);
+  const double n = std::ceil(static_cast<double>(s_q) / kAttentionBlock);
+  const double causal_rate = factor > 0 ? factor * n / (n + 2) : 1.0;
+  const double slowdown = share / causal_rate + (1 - share);
   const double compute_s = t.flops * slowdown / (hw_.peak_tflops(p) * kTera * base);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
   t.time_s = std::max(compute_s, memory_s) + hw_.kernel_overhead_us * kUs;

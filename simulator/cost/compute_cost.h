@@ -84,11 +84,13 @@ class ComputeCost {
   /// (s_kv); outside the measured lengths the analytical model answers.
   /// `fa2`: FlashAttention-2 (PyTorch SDPA) at the profile's fa2_attention_*_efficiency when it
   /// gives one (a measured table times the part's own fused kernel, not FA2); otherwise the same
-  /// kernel as the default. Causal attention runs that kernel's efficiency times the profile's
-  /// causal factor (causal_attention_factor, fa2_causal_attention_factor) when it gives one, on
-  /// `masked_share` of its FLOPs: 1 for one masked call; 1/cp under load-balanced context
-  /// parallelism, whose other cp - 1 calls per rank (a chunk against earlier chunks) run
-  /// unmasked. A measured table (calibrate times causal attention) needs no factor.
+  /// kernel as the default. Where the profile gives that kernel's causal factor f
+  /// (causal_attention_factor, fa2_causal_attention_factor), `masked_share` of a causal call's
+  /// FLOPs runs at f n / (n + 2) of the unmasked rate, n = ceil(s_q / 128) query blocks (the
+  /// n diagonal blocks each cost two unmasked ones): 1 for one masked call; 1/cp under
+  /// load-balanced context parallelism, whose other cp - 1 calls per rank (chunks against
+  /// earlier chunks) run unmasked. A measured table (calibrate times causal attention) needs
+  /// no factor.
   KernelTime attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
                        bool causal, bool backward, Precision p = Precision::kBf16, bool fa2 = false,
                        double masked_share = 1.0) const;

@@ -156,8 +156,9 @@ TEST(ComputeCost, AttentionFlopsCausalHalfAndBackwardTwoAndAHalf) {
   EXPECT_NEAR(b_causal.time_s, 2.5 * full / 2 / (1000 * kTera * 0.4), kRel * b_causal.time_s);
 }
 
-// The causal mask costs throughput (masked diagonal blocks, uneven query blocks): a profile's
-// causal factor slows the masked share of a causal call's FLOPs, never an unmasked call.
+// The causal mask costs throughput: a profile's causal factor f slows the masked share of a
+// causal call's FLOPs to f n / (n + 2) of the unmasked rate (n query blocks of 128, each masked
+// diagonal block costing two unmasked ones), never an unmasked call.
 TEST(ComputeCost, CausalFactorSlowsTheMaskedShareOnly) {
   HwProfile hw = round_profile();
   const int64_t bh = 32, s = 4096, d = 128;
@@ -167,18 +168,23 @@ TEST(ComputeCost, CausalFactorSlowsTheMaskedShareOnly) {
   hw.fa2_causal_attention_factor = 0.5;
   const ComputeCost cost(hw);
   const double causal_flops = 2.0 * bh * s * s * (d + d) / 2;
-  // One masked call: every FLOP at 0.8 x the unmasked rate (0.5 PFLOP/s).
+  const double rate = 0.8 * 32 / 34;  // n = 4096 / 128 = 32 query blocks
+  // One masked call: every FLOP at the causal rate of the unmasked 0.5 PFLOP/s.
   EXPECT_NEAR(cost.attention(bh, s, s, d, d, true, false).time_s,
-              causal_flops / (1000 * kTera * 0.5 * 0.8), kRel * 1e-3);
+              causal_flops / (1000 * kTera * 0.5 * rate), kRel * 1e-3);
+  // Longer calls lose less to their diagonal: n = 256 at 32k.
+  const int64_t l = 32768;
+  EXPECT_NEAR(cost.attention(1, l, l, d, d, true, false).time_s,
+              2.0 * l * l * (d + d) / 2 / (1000 * kTera * 0.5 * 0.8 * 256 / 258), kRel * 1e-2);
   // Unmasked calls and profiles without a factor are as before.
   EXPECT_DOUBLE_EQ(cost.attention(bh, s, s, d, d, false, true).time_s,
                    plain.attention(bh, s, s, d, d, false, true).time_s);
-  // A quarter masked (context parallelism over 4 ranks): 1/4 at 0.8, 3/4 at the full rate.
+  // A quarter masked (context parallelism over 4 ranks): 1/4 at the causal rate, 3/4 unmasked.
   EXPECT_NEAR(cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, false, 0.25).time_s,
-              causal_flops * (0.25 / 0.8 + 0.75) / (1000 * kTera * 0.5), kRel * 1e-3);
+              causal_flops * (0.25 / rate + 0.75) / (1000 * kTera * 0.5), kRel * 1e-3);
   // FlashAttention-2 takes its own factor.
   EXPECT_NEAR(cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, true).time_s,
-              causal_flops / (1000 * kTera * 0.25 * 0.5), kRel * 1e-3);
+              causal_flops / (1000 * kTera * 0.25 * 0.5 * 32 / 34), kRel * 1e-3);
   // A factor is a fraction: above 1 is an error that names the field.
   hw.causal_attention_factor = 1.2;
   const Diagnostics bad = validate_profile(hw, "p.json:");
