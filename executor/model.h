@@ -139,7 +139,7 @@ struct ExpertParallel {
   /// and the gates' partial gradients summed over them by `tensor_all_reduce`. The rank in that
   /// group is the tensor-parallel rank. 1: every tensor-parallel rank holds its experts whole.
   int tensor = 1;
-  std::function<void(std::span<T>)> tensor_all_reduce;
+  std::function<void(std::span<T>)> tensor_all_reduce{};
   /// Split experts under sequence parallelism, where each tensor-parallel rank routes its own
   /// rows: the rows an expert received from the ep group are all-gathered over the tensor group
   /// before its GEMMs and the partial outputs reduce-scattered back (Megatron's ETP all-gather

@@ -1094,7 +1094,9 @@ void ExpectMoeTensorShards(bool split_experts) {
                            s.name.ends_with(".wo") || s.name.starts_with("layers.0.w_") ||
                            (split_experts && s.expert);
         EXPECT_EQ(s.replicated, !split) << s.name;
-        if (split_experts && s.expert) EXPECT_EQ(s.size() * 2, s.full_rows * s.full_cols) << s.name;
+        if (split_experts && s.expert) {
+          EXPECT_EQ(s.size() * 2, s.full_rows * s.full_cols) << s.name;
+        }
       }
       std::vector<double> gs(static_cast<size_t>(m.num_params()), 0.0);
       losses[r] = m.loss_and_grad(pick_blocks(m, whole, p), tokens, batch, seq, 0.5, gs);

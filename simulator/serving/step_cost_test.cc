@@ -118,7 +118,9 @@ TEST(StepCost, StagesSumToTheStep) {
       for (double x : stages) EXPECT_GT(x, 0.5 * sum / pp) << name << " pp" << pp;
       // The middle stages hold the same layers and send the same activations: equal; the first
       // adds the embedding, the last the output layer but no send.
-      if (pp == 4) EXPECT_EQ(stages[1], stages[2]) << name;
+      if (pp == 4) {
+        EXPECT_EQ(stages[1], stages[2]) << name;
+      }
       EXPECT_NE(stages.front(), stages[1]) << name << " pp" << pp;
     }
   }
