@@ -49,25 +49,6 @@ Stats summarize(std::vector<double> times) {
 
 Result<Stats> time_repeated(const std::function<double()>& once, const TimingPolicy& policy,
                             const std::string& what) {
-  // One repetition: a single call, or under policy.batch_s calls until that much wall time has
-  // passed, their wall time over their count (a failed or nonsense call is returned as it is).
-  // `spent`: the repetition's time, which the time budget counts.
-  double spent = 0;
-  const std::function<double()> repetition = [&]() -> double {
-    if (policy.batch_s <= 0) return spent = once();
-    using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now();
-    int calls = 0;
-    double wall = 0;
-    do {
-      const double t = once();
-      if (!(t > 0) || !std::isfinite(t) || t > policy.timeout_s) return t;
-      ++calls;
-      wall = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (wall < policy.batch_s);
-    spent = wall;
-    return wall / calls;
-  };
   auto check = [&](double t) -> std::optional<Diagnostic> {
     if (t < 0) return Diagnostic{what, "the benchmark failed on the device", ""};
     if (!std::isfinite(t) || t == 0)
@@ -80,9 +61,32 @@ Result<Stats> time_repeated(const std::function<double()>& once, const TimingPol
                         "left out of the tables and the fit"};
     return std::nullopt;
   };
+  // One repetition: a single call, or under policy.batch_s calls until that much wall time has
+  // passed, their wall time over their count (a call that check() refuses is returned as it is);
+  // `spent` is the repetition's time, which the time budget counts.
+  struct Repetition {
+    double seconds, spent;
+  };
+  auto repetition = [&]() -> Repetition {
+    if (policy.batch_s <= 0) {
+      const double t = once();
+      return {t, t};
+    }
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    int calls = 0;
+    double wall = 0;
+    do {
+      const double t = once();
+      if (check(t)) return {t, t};
+      ++calls;
+      wall = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (wall < policy.batch_s);
+    return {wall / calls, wall};
+  };
   // Warm-up timings are not data, but a failure or time-out there is still one.
   for (int i = 0; i < policy.warmup; ++i) {
-    const double t = repetition();
+    const double t = repetition().seconds;
     if (t < 0 || t > policy.timeout_s) {
       if (auto d = check(t)) return *d;
     }
@@ -90,7 +94,7 @@ Result<Stats> time_repeated(const std::function<double()>& once, const TimingPol
   std::vector<double> times;
   double total = 0;
   while (static_cast<int>(times.size()) < policy.max_reps) {
-    const double t = repetition();
+    const auto [t, spent] = repetition();
     if (auto d = check(t)) return *d;
     times.push_back(t);
     total += spent;

@@ -404,19 +404,14 @@ Json to_json(const HwProfile& p) {
   Json j = {{"name", p.name}, {"description", p.description}, {"measured", p.measured}};
   if (!p.date.empty()) j["date"] = p.date;
   if (!p.driver.empty()) j["driver"] = p.driver;
-  auto put = [&](const char* key, double v) {
+  // An optional number the profile never gave stays out (rather than "0, unspecified").
+  auto put = [&](const char* key, double v, bool required) {
     auto it = p.sources.find(key);
+    if (!required && v == 0 && it == p.sources.end()) return;
     j[key] = {{"value", v}, {"source", it == p.sources.end() ? "unspecified" : it->second}};
   };
-  for (const auto& nf : kNumFields) {
-    // An optional number the profile never gave stays out (rather than "0, unspecified").
-    if (!nf.required && p.*(nf.member) == 0 && !p.sources.count(nf.key)) continue;
-    put(nf.key, p.*(nf.member));
-  }
-  for (const auto& inf : kIntFields) {
-    if (!inf.required && p.*(inf.member) == 0 && !p.sources.count(inf.key)) continue;
-    put(inf.key, p.*(inf.member));
-  }
+  for (const auto& nf : kNumFields) put(nf.key, p.*(nf.member), nf.required);
+  for (const auto& inf : kIntFields) put(inf.key, p.*(inf.member), inf.required);
   if (p.has_measured_tables()) {
     // A spread that was not recorded stays out.
     auto spread = [](Json* row, double v) {

@@ -28,7 +28,6 @@
 #include <new>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -169,11 +168,12 @@ Result<Stats> guarded(const std::string& what, Body&& body) {
 
 class CpuBackend final : public ComputeBackend {
  public:
-  CpuBackend() : device_(read_cpu_model()) {
+  CpuBackend()
+      : device_(read_cpu_model()),
+        processors_(static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))) {
     // The node's memory over its cores: one rank per core is the model, and how many ranks
     // really share the node is not known here. 0 when /proc/meminfo cannot be read.
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    memory_gib_ = read_mem_total_gib() / cores;
+    memory_gib_ = read_mem_total_gib() / processors_;
   }
 
   std::string name() const override { return "cpu-eigen"; }
@@ -197,9 +197,7 @@ class CpuBackend final : public ComputeBackend {
   double memory_gib() const override { return memory_gib_; }
   int activation_bytes() const override { return 4; }
   /// The online cores, as `execute` counts them when it compares.
-  int host_processors() const override {
-    return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  }
+  int host_processors() const override { return processors_; }
   std::vector<Precision> gemm_precisions() const override {
     return {Precision::kFp32, Precision::kBf16};
   }
@@ -224,6 +222,7 @@ class CpuBackend final : public ComputeBackend {
   void keep(float v) { sink_ = sink_ + v; }
 
   std::string device_;
+  int processors_ = 1;  ///< online cores
   double memory_gib_ = 0;
   volatile float sink_ = 0;
 
