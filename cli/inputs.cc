@@ -185,6 +185,9 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
              "overlap DP gradient reduction with backward (1/0)");
   add_switch(cmd, "--overlap-param-gather", &f->overlap_param,
              "overlap ZeRO parameter all-gather with forward (1/0)");
+  add_switch(cmd, "--pp-scatter-gather", &f->pp_scatter_gather,
+             "without SP, split each pipeline send over the TP ranks and all-gather it on "
+             "arrival (Megatron-LM before Megatron-Core) (1/0)");
   cmd->add_option("--scenario,--plan", f->scenario,
                   "scenario or plan JSON (model, cluster, layout, settings; a plan file from "
                   "`parallax plan --out`); flags override it");
@@ -258,6 +261,7 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
   if (f.overlap_tp >= 0) p->overlap_tp_comm = f.overlap_tp != 0;
   if (f.overlap_grad >= 0) p->overlap_grad_reduce = f.overlap_grad != 0;
   if (f.overlap_param >= 0) p->overlap_param_gather = f.overlap_param != 0;
+  if (f.pp_scatter_gather >= 0) p->pp_scatter_gather = f.pp_scatter_gather != 0;
   flag_enum(f.recompute, "--recompute", parse_recompute, &p->recompute,
             "none, selective, selective-op, full", d);
   flag_enum(f.schedule, "--schedule", parse_schedule, &p->schedule, "1f1b, interleaved, zb-h1", d);

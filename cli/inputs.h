@@ -43,8 +43,8 @@ struct LayoutFlags {
   std::string profiles_dir;
   int64_t gpus = kUnset, tp = kUnset, pp = kUnset, dp = kUnset, cp = kUnset, ep = kUnset;
   int64_t etp = kUnset, vpp = kUnset, mbs = kUnset, zero = kUnset, gbs = kUnset, seq = kUnset;
-  int sp = -1, fsdp = -1, eager = -1, overlap_tp = -1, overlap_grad = -1,
-      overlap_param = -1;  ///< 1/0
+  int sp = -1, fsdp = -1, eager = -1, overlap_tp = -1, overlap_grad = -1, overlap_param = -1,
+      pp_scatter_gather = -1;  ///< 1/0
   std::optional<double> moe_imbalance;
 };
 void add_layout_flags(CLI::App* cmd, LayoutFlags* f);

@@ -529,7 +529,8 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   if (const Json* par = f.object("parallel")) {
     JsonFields pf(*par, where + "/parallel", &d);
     pf.reject_unknown({"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sequence_parallel", "fsdp",
-                       "zero", "distributed_optimizer", "schedule", "cp_comm"});
+                       "zero", "distributed_optimizer", "schedule", "cp_comm",
+                       "pp_scatter_gather"});
     auto deg = [&](const char* k, int* v) { *v = static_cast<int>(pf.integer(k, *v)); };
     deg("tp", &p.tp);
     deg("pp", &p.pp);
@@ -547,6 +548,7 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
     if (pf.boolean("distributed_optimizer", false)) p.zero_stage = std::max(p.zero_stage, 1);
     read_enum(pf, "schedule", parse_schedule, &p.schedule, "1f1b, interleaved, zb-h1", &d);
     read_enum(pf, "cp_comm", parse_cp_comm, &p.cp_comm, "ring, allgather", &d);
+    p.pp_scatter_gather = pf.boolean("pp_scatter_gather", p.pp_scatter_gather);
   }
   if (const Json* b = f.object("batch")) {
     JsonFields bf(*b, where + "/batch", &d);
@@ -585,7 +587,8 @@ Json plan_to_json(const ParallelPlan& p) {
             {"zero", p.zero_stage},
             {"fsdp", p.fsdp},
             {"schedule", to_string(p.schedule)},
-            {"cp_comm", to_string(p.cp_comm)}}},
+            {"cp_comm", to_string(p.cp_comm)},
+            {"pp_scatter_gather", p.pp_scatter_gather}}},
           {"batch", {{"micro_batch", p.micro_batch}, {"global_batch", p.global_batch}}},
           {"seq_len", p.seq_len},
           {"recompute", to_string(p.recompute)},

@@ -285,7 +285,7 @@ TEST(JsonIoScenario, MapsEveryField) {
     "cluster": {"gpu": "h200-sxm-141gb", "num_gpus": 512},
     "parallel": {"tp": 4, "pp": 8, "dp": 4, "cp": 4, "ep": 1, "etp": 1, "vpp": 3,
                  "sequence_parallel": true, "fsdp": true, "zero": 2,
-                 "schedule": "interleaved", "cp_comm": "allgather"},
+                 "schedule": "interleaved", "cp_comm": "allgather", "pp_scatter_gather": true},
     "batch": {"micro_batch": 2, "global_batch": 256},
     "seq_len": 32768,
     "recompute": "selective",
@@ -320,6 +320,7 @@ TEST(JsonIoScenario, MapsEveryField) {
   EXPECT_FALSE(p.overlap_param_gather);
   EXPECT_TRUE(p.overlap_tp_comm);
   EXPECT_EQ(p.cp_comm, CpComm::kAllGather);
+  EXPECT_TRUE(p.pp_scatter_gather);
   EXPECT_EQ(p.attention, AttentionImpl::kUnfused);
   EXPECT_TRUE(p.eager);
   EXPECT_DOUBLE_EQ(p.moe_imbalance, 1.25);
@@ -330,6 +331,7 @@ TEST(JsonIoScenario, MapsEveryField) {
   EXPECT_EQ(back["recompute"], "selective");
   EXPECT_EQ(back["precision"], "fp8");
   EXPECT_EQ(back["eager"], true);
+  EXPECT_EQ(back["parallel"]["pp_scatter_gather"], true);
   EXPECT_DOUBLE_EQ(back["moe_imbalance"].get<double>(), 1.25);
 }
 

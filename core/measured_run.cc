@@ -158,6 +158,9 @@ ParallelPlan to_plan(const MeasuredRun& r) {
   constexpr double kFlashAttentionArxiv = 2205.14135;
   if (const auto a = arxiv_number(r.source_url); a && *a < kFlashAttentionArxiv)
     p.attention = AttentionImpl::kUnfused;
+  // Megatron-LM's --scatter-gather-tensors-in-pipeline (on by default): without SP each TP rank
+  // sends its 1/tp share of the stage's output. PyTorch's pipelining sends whole tensors.
+  p.pp_scatter_gather = !p.fsdp;
   if (p.fsdp) {
     // PyTorch FSDP: PyTorch's own stack (TorchTitan), as kFillRule says.
     p.attention = AttentionImpl::kFlash2;

@@ -185,6 +185,8 @@ TEST(MeasuredRun, FsdpRecordsRunPyTorchsStack) {
   EXPECT_TRUE(torch.eager);         // TorchTitan leaves torch.compile off by default
   EXPECT_EQ(torch.cp_comm, CpComm::kAllGather);  // its default rotate method
   EXPECT_EQ(megatron.cp_comm, CpComm::kRing);
+  EXPECT_TRUE(megatron.pp_scatter_gather);  // Megatron-LM's default; PyTorch sends whole tensors
+  EXPECT_FALSE(torch.pp_scatter_gather);
   j["precision"] = "fp8";  // ... but Float8 training runs compiled
   EXPECT_FALSE(to_plan(Parse(j)).eager);
   j["precision"] = "bf16";

@@ -54,6 +54,10 @@ struct ParallelPlan {
   /// The input gradient's TP reduce-scatter (all-reduce without SP) launched asynchronously
   /// beside the weight-gradient GEMM, as Megatron runs it; false: it blocks (the CPU executor).
   bool async_tp_grad = true;
+  /// Pipeline sends split over the TP ranks without SP (Megatron-LM's scatter/gather, its
+  /// default before Megatron-Core): each rank sends 1/tp of the activation between stages and
+  /// the receiving ranks all-gather it over their scale-up links.
+  bool pp_scatter_gather = false;
   /// Elementwise ops as PyTorch eager runs them: one kernel per ATen op, RMSNorm and rotary
   /// embeddings upcast to fp32 (TorchTitan without torch.compile). Otherwise fused kernels, as
   /// Megatron with Transformer Engine or torch.compile run them.

@@ -105,11 +105,20 @@ class Replay {
     return kUnset;
   }
 
-  /// Sends the activation (or its gradient) to the neighbouring stage on the p2p stream.
+  /// Sends the activation (or its gradient) to the neighbouring stage. The interleaved and
+  /// zero-bubble schedules post it on a p2p stream beside compute. Non-interleaved 1F1B, as
+  /// Megatron-LM and torch.distributed.pipelining run it, exchanges it in a batched send/recv it
+  /// waits on before its next pass (send_forward_recv_backward and send_backward_recv_forward):
+  /// the compute stream idles for the transfer.
   void send(int e, int to, int vs_to, int mb, bool forward, double at) {
     const double start = std::max(at, p2p_free_[e]);
     const double end = start + s_.p2p_time_s;
     p2p_free_[e] = end;
+    if (s_.plan.schedule == ScheduleKind::k1F1B && end > compute_free_[e]) {
+      res_.ranks[e].busy_by_category[static_cast<int>(CostCategory::kPpComm)] +=
+          end - std::max(start, compute_free_[e]);
+      compute_free_[e] = end;
+    }
     (forward ? arrive_f_ : arrive_b_)[to][idx(vs_to, mb)] = end;
     if (s_.record_trace && s_.p2p_time_s > 0)
       res_.trace.push_back({e, StreamKind::kPipeline, forward ? "send_act" : "send_grad",

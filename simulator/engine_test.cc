@@ -91,6 +91,60 @@ TEST(Engine, OneFOneBStepAndBubble) {
   }
 }
 
+TEST(Engine, OneFOneBWaitsOnItsPointToPointTransfers) {
+  // Non-interleaved 1F1B waits on each batched send/recv before its next pass, so a transfer
+  // of c idles the sender's compute stream. Two stages, F = 1, B = 2, c = 0.5: stage 0 runs
+  // F + c and B, stage 1 runs F and B + c, and the step is (m + p - 1)(F + B + c); by hand for
+  // m = 4: stage 0 ends its last backward at 17.5. Every send (m per stage) counts as pp_comm.
+  const double f = 1, b = 2, c = 0.5;
+  constexpr int kPpComm = static_cast<int>(CostCategory::kPpComm);
+  for (int m : {1, 2, 4, 8}) {
+    EngineSetup s = fixed_setup(ScheduleKind::k1F1B, 2, 1, m, f, b);
+    s.p2p_time_s = c;
+    const EngineResult r = run(s);
+    EXPECT_DOUBLE_EQ(r.step_time_s, (m + 1) * (f + b + c)) << label(2, 1, m);
+    for (const RankOutcome& o : r.ranks) EXPECT_DOUBLE_EQ(o.busy_by_category[kPpComm], m * c);
+  }
+  // The interleaved schedule posts its transfers beside compute: none of them is pp_comm.
+  EngineSetup s = fixed_setup(ScheduleKind::kInterleaved1F1B, 2, 2, 4, f, b);
+  s.p2p_time_s = c;
+  const EngineResult r = run(s);
+  for (const RankOutcome& o : r.ranks) EXPECT_DOUBLE_EQ(o.busy_by_category[kPpComm], 0);
+}
+
+TEST(Engine, ScatterGatherSplitsPipelineSendsOverTensorParallelRanks) {
+  // tp 8 in one scale-up domain, pp 2 across domains, no SP: a stage's output (s x h in bf16)
+  // crosses the scale-out link whole from every TP rank, or, split, 1/tp of it and then an
+  // all-gather over the scale-up links. The last stage of 1F1B waits on each of its m sends.
+  const HwProfile hw = testing::round_profile();
+  const ModelSpec m = testing::gpt_model(
+      {.name = "gpt-sg", .layers = 4, .hidden = 4096, .heads = 32, .vocab = 32000});
+  ParallelPlan p;
+  p.tp = 8;
+  p.pp = 2;
+  p.global_batch = 4;
+  p.seq_len = 2048;
+  const double bytes = 2048.0 * 4096 * 2;
+  constexpr int kPpComm = static_cast<int>(CostCategory::kPpComm);
+  auto whole = simulate(m, Cluster{hw, 16}, p);
+  p.pp_scatter_gather = true;
+  auto split = simulate(m, Cluster{hw, 16}, p);
+  ASSERT_TRUE(whole) << whole.error_text();
+  ASSERT_TRUE(split) << split.error_text();
+  const double scale_out = hw.scale_out_bw_gbps * 1e9, scale_up = hw.scale_up_bw_gbps * 1e9;
+  EXPECT_NEAR(whole->stages[1].busy_by_category[kPpComm], 4 * bytes / scale_out, 1e-9);
+  EXPECT_NEAR(split->stages[1].busy_by_category[kPpComm],
+              4 * (bytes / 8 / scale_out + 7.0 / 8 * bytes / scale_up), 1e-9);
+  EXPECT_LT(split->step_time_s, whole->step_time_s);
+  // With SP the stage output is already split over the TP ranks: nothing changes.
+  p.sequence_parallel = true;
+  auto sp_split = simulate(m, Cluster{hw, 16}, p);
+  p.pp_scatter_gather = false;
+  auto sp_whole = simulate(m, Cluster{hw, 16}, p);
+  ASSERT_TRUE(sp_split && sp_whole);
+  EXPECT_DOUBLE_EQ(sp_split->step_time_s, sp_whole->step_time_s);
+}
+
 TEST(Engine, InterleavedStepShrinksTheBubbleByVpp) {
   // Megatron interleaving, chunks of F/v and B/v: T = (m + (p - 1)/v)(F + B).
   const double f = 1, b = 2;

@@ -49,7 +49,13 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
   setup.scale_up_domain = hw.scale_up_domain;
   if (p.pp > 1) {
     const GroupShape pair = neighbour_pair(ranks.shape(GroupKind::kPp));
-    setup.p2p_time_s = comm.time(CollectiveOp::kSendRecv, setup.stages[0].p2p_bytes, pair).time_s;
+    const double bytes = setup.stages[0].p2p_bytes;
+    if (p.pp_scatter_gather && p.tp > 1 && !p.sequence_parallel)
+      setup.p2p_time_s =
+          comm.time(CollectiveOp::kSendRecv, bytes / p.tp, pair).time_s +
+          comm.time(CollectiveOp::kAllGather, bytes, ranks.shape(GroupKind::kTp)).time_s;
+    else
+      setup.p2p_time_s = comm.time(CollectiveOp::kSendRecv, bytes, pair).time_s;
   }
   const int vstages = p.pp * p.vpp;
   setup.grad_sync_s.resize(vstages);
