@@ -50,6 +50,11 @@ class ComputeBackend {
   /// what a CPU executor runs). The CUDA backend's own kernel uses CUDA cores, not tensor cores:
   /// its numbers are reported but do not go into a profile.
   virtual bool attention_is_representative() const { return true; }
+  /// Whether the device's clock falls under sustained load (a GPU held at its power cap, which
+  /// training keeps it at): the suite then settles it with a run of large GEMMs before the
+  /// compute tables and warms each benchmark up for a while, so that the tables hold the rate
+  /// training sustains rather than a burst at the boost clock.
+  virtual bool power_capped() const { return false; }
   /// Processors of this host that its ranks' computations run on (the CPU's cores); 0 when each
   /// rank has a device of its own (a GPU). Ranks beyond it time-share the processors.
   virtual int host_processors() const { return 0; }

@@ -40,6 +40,10 @@ Json to_json(const CalibrationData& d) {
             {"ranks", d.ranks},
             {"local_size", d.local_size},
             {"shared_processors", d.shared_processors},
+            {"settle",
+             {{"seconds", d.settle_s},
+              {"first_tflops", d.settle_first_tflops},
+              {"last_tflops", d.settle_last_tflops}}},
             {"memory_gib", d.memory_gib},
             {"baseline_gib", d.baseline_gib},
             {"activation_bytes", d.activation_bytes},
@@ -104,6 +108,12 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   d.ranks = static_cast<int>(f.integer("ranks", 1));
   d.local_size = static_cast<int>(f.integer("local_size", 1));
   d.shared_processors = static_cast<int>(f.integer("shared_processors", 0));
+  if (const Json* s = f.object("settle")) {
+    JsonFields sf(*s, where + "/settle", &diag);
+    d.settle_s = sf.number("seconds", 0.0);
+    d.settle_first_tflops = sf.number("first_tflops", 0.0);
+    d.settle_last_tflops = sf.number("last_tflops", 0.0);
+  }
   d.memory_gib = f.number("memory_gib", 0.0);
   d.baseline_gib = f.number("baseline_gib", 0.0);
   d.activation_bytes = static_cast<int>(f.integer("activation_bytes", 4));

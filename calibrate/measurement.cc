@@ -84,12 +84,16 @@ Result<Stats> time_repeated(const std::function<double()>& once, const TimingPol
     } while (wall < policy.batch_s);
     return {wall / calls, wall};
   };
-  // Warm-up timings are not data, but a failure or time-out there is still one.
-  for (int i = 0; i < policy.warmup; ++i) {
-    const double t = repetition().seconds;
+  // Warm-up timings are not data, but a failure or time-out there is still one. A zero or
+  // nonsense time ends the warm-up (the timed repetitions report it).
+  double warm = 0;
+  for (int i = 0; i < policy.warmup || (warm < policy.warmup_s && i < policy.max_reps); ++i) {
+    const auto [t, spent] = repetition();
     if (t < 0 || t > policy.timeout_s) {
       if (auto d = check(t)) return *d;
     }
+    if (!(spent > 0) || !std::isfinite(spent)) break;
+    warm += spent;
   }
   std::vector<double> times;
   double total = 0;

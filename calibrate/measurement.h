@@ -13,7 +13,10 @@
 namespace parallax::calibrate {
 
 struct TimingPolicy {
-  int warmup = 2;            ///< repetitions run and discarded first
+  int warmup = 2;  ///< repetitions run and discarded first
+  /// ... and warm-up goes on until this much time has passed too: a GPU settled at its power
+  /// cap climbs back towards its boost clock while it idles between benchmarks.
+  double warmup_s = 0;
   int min_reps = 5;          ///< at least this many timed repetitions
   int max_reps = 200;        ///< at most this many
   double min_time_s = 0.02;  ///< keep repeating until this much timed time has passed ...

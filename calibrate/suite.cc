@@ -271,6 +271,46 @@ double resident_gib() {
   return 0;
 }
 
+/// The settling run of a power-capped backend (SuiteOptions::settle_gemm and the rest): windows
+/// of back-to-back GEMMs for settle_min_s, then until one runs no more than 0.5% slower than the
+/// one before. Every rank
+/// runs it; the slowest rank's rate decides, so all stop together.
+void settle(ComputeBackend& backend, Communicator& comm, const SuiteOptions& opt,
+            CalibrationData* d) {
+  const std::vector<Precision> precisions = backend.gemm_precisions();
+  if (precisions.empty()) return;
+  const Precision p =
+      std::find(precisions.begin(), precisions.end(), Precision::kBf16) != precisions.end()
+          ? Precision::kBf16
+          : precisions.front();
+  TimingPolicy window = opt.policy;
+  window.warmup = 0;
+  window.warmup_s = 0;
+  window.min_reps = 1;
+  window.max_reps = 1 << 20;
+  window.min_time_s = window.max_time_s = opt.settle_window_s;
+  window.target_spread = 0;
+  window.batch_s = 0;
+  const GemmShape3& s = opt.settle_gemm;
+  const std::string what = std::string("settle gemm ") + shape_text(s) + " " + to_string(p);
+  double previous = 0;
+  int windows = 0;
+  while (windows * opt.settle_window_s < opt.settle_max_s) {
+    std::string why;
+    const auto stats = agree(comm, backend.gemm(s.m, s.n, s.k, p, window), &why);
+    if (!stats) {
+      d->rejected.push_back({"settle", what, why});
+      return;
+    }
+    const double tflops = 2.0 * s.m * s.n * s.k / stats->median_s / kTera;
+    if (windows++ == 0) d->settle_first_tflops = tflops;
+    d->settle_last_tflops = tflops;
+    d->settle_s = windows * opt.settle_window_s;
+    if (d->settle_s >= opt.settle_min_s && previous > 0 && tflops >= previous * (1 - 0.005)) return;
+    previous = tflops;
+  }
+}
+
 }  // namespace
 
 CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const SuiteOptions& opt) {
@@ -289,6 +329,11 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
       processors > 0 && comm.local_size() > processors) {
     d.shared_processors = processors;
     compute.batch_s = opt.shared_batch_s;
+  }
+  if (backend.power_capped()) {
+    compute.warmup_s = std::max(compute.warmup_s, opt.sustained_warmup_s);
+    compute.min_time_s = std::max(compute.min_time_s, opt.sustained_min_time_s);
+    compute.max_time_s = std::max(compute.max_time_s, compute.min_time_s);
   }
   d.memory_gib = backend.memory_gib();
   d.activation_bytes = backend.activation_bytes();
@@ -309,6 +354,15 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
   auto wants = [&](Table t) {
     return std::find(opt.tables.begin(), opt.tables.end(), t) != opt.tables.end();
   };
+  if (backend.power_capped() &&
+      (wants(Table::kGemm) || wants(Table::kMemory) || wants(Table::kAttention))) {
+    settle(backend, comm, opt, &d);
+    say("settled the clock under load: GEMM " + shape_text(opt.settle_gemm) + " from " +
+        format_fixed(d.settle_first_tflops, 1) + " to " + format_fixed(d.settle_last_tflops, 1) +
+        " TFLOP/s over " + format_fixed(d.settle_s, 2) + " s; each compute benchmark warms up " +
+        format_fixed(opt.sustained_warmup_s * 1000, 0) + " ms and is timed at least " +
+        format_fixed(opt.sustained_min_time_s * 1000, 0) + " ms");
+  }
   const Grid& g = opt.grid;
   std::string why;
 

@@ -102,6 +102,9 @@ struct CalibrationData {
   /// The host's processors when its local_size ranks outnumbered them (they time-shared them,
   /// and the compute tables count the share a rank got: TimingPolicy::batch_s); else 0.
   int shared_processors = 0;
+  /// The settling run of a power-capped backend: its length and the GEMM rate of its first and
+  /// last window, in TFLOP/s; 0 when the backend is not power-capped.
+  double settle_s = 0, settle_first_tflops = 0, settle_last_tflops = 0;
   double memory_gib = 0;
   /// Resident memory of the calibrating process before any benchmark buffer (the runtime's own:
   /// binary, libraries, MPI), in GiB; 0 where unknown.
@@ -147,6 +150,14 @@ struct SuiteOptions {
   /// processors: several Linux scheduler slices (a few ms each with a handful of runnable tasks
   /// per core).
   double shared_batch_s = 0.05;
+  /// Power-capped backends (ComputeBackend::power_capped): GEMMs of settle_gemm in windows of
+  /// settle_window_s for at least settle_min_s (a GPU holds part of its boost for a while under
+  /// load), then until a window runs no more than 0.5% slower than the one before (the clock has
+  /// stopped falling), for at most settle_max_s; then each compute benchmark warms up for
+  /// sustained_warmup_s and is timed for at least sustained_min_time_s.
+  GemmShape3 settle_gemm = {8192, 8192, 8192};
+  double settle_window_s = 0.25, settle_min_s = 2, settle_max_s = 20;
+  double sustained_warmup_s = 0.1, sustained_min_time_s = 0.2;
 };
 
 /// Runs every table of `opt` on `backend` (every rank runs the compute tables at once, as in

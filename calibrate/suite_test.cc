@@ -25,7 +25,13 @@ class FakeBackend : public ComputeBackend {
   double peak = 0.1, bw = 20, overhead_s = 1e-6;
   int processors = 0;        ///< host_processors()
   double gemm_batch_s = -1;  ///< the batch_s the last GEMM was timed under
+  /// power_capped(): GEMMs then run `throttle` slower once `settle_after_s` of GEMM time has
+  /// run (a clock falling to what the power cap allows).
+  bool capped = false;
+  double throttle = 0.12, settle_after_s = 0.3, gemm_busy_s = 0;
+  TimingPolicy last_gemm_policy;
   int host_processors() const override { return processors; }
+  bool power_capped() const override { return capped; }
   std::string name() const override { return "fake"; }
   std::string device() const override { return "fake device"; }
   std::string runtime() const override { return "driver 1.2"; }
@@ -34,7 +40,16 @@ class FakeBackend : public ComputeBackend {
   std::vector<Precision> gemm_precisions() const override { return {Precision::kFp32}; }
   Result<Stats> gemm(int64_t m, int64_t n, int64_t k, Precision, const TimingPolicy& pol) override {
     gemm_batch_s = pol.batch_s;
+    last_gemm_policy = pol;
     const double t = 2.0 * m * n * k / (peak * kTera * k / (k + 32.0)) + 2e-6;
+    if (capped)
+      return time_repeated(
+          [&, t] {
+            const double slow = gemm_busy_s >= settle_after_s ? 1 / (1 - throttle) : 1;
+            gemm_busy_s += t * slow;
+            return t * slow;
+          },
+          pol, "gemm");
     if (m == 128 && n == 128 && k == 128) return time_repeated([] { return 0.0; }, pol, "zero");
     if (m == 64 && n == 64 && k == 64) return time_repeated([] { return -1.0; }, pol, "failing");
     return time_repeated([&, i = 0]() mutable { return t * (1 + 0.01 * (++i % 3)); }, pol, "gemm");
@@ -81,11 +96,16 @@ TimingPolicy fast_policy() {
   return p;
 }
 
-CalibrationData run_fake(FakeBackend& b, FakeComm& c, bool quick = true) {
+/// The quick (or full) CPU grid under fast_policy().
+SuiteOptions fake_options(bool quick = true) {
   SuiteOptions o;
   o.grid = default_grid(GridKind::kCpu, quick);
   o.policy = fast_policy();
-  return run_suite(b, c, o);
+  return o;
+}
+
+CalibrationData run_fake(FakeBackend& b, FakeComm& c, bool quick = true) {
+  return run_suite(b, c, fake_options(quick));
 }
 
 TEST(CalibrateGrid, CpuGridIsLogSpacedCappedAndMonotone) {
@@ -223,9 +243,7 @@ TEST(CalibrateFit, RecoversTheSyntheticDevice) {
 TEST(CalibrateSuite, RanksOutnumberingTheProcessorsTimeComputeInBatches) {
   FakeBackend b;
   FakeComm c;
-  SuiteOptions o;
-  o.grid = default_grid(GridKind::kCpu, true);
-  o.policy = fast_policy();
+  SuiteOptions o = fake_options();
   o.shared_batch_s = 1e-4;
   b.processors = 4;  // one per rank: nothing shared
   CalibrationData d = run_suite(b, c, o);
@@ -326,6 +344,47 @@ TEST(CalibrateFit, FailsWithoutGemmData) {
   d.backend = "fake";
   auto f = fit_profile(d, FitOptions{"empty", std::nullopt, ""});
   ASSERT_FALSE(f.ok());
+}
+
+// A device whose GEMMs fall 12% slower after 0.3 s of load (its clock settling at the power cap):
+// the suite runs GEMMs for the settling time and until they stop slowing, then times every
+// point at the settled rate, each warmed up and timed for the sustained times. A device without
+// a cap is timed as before.
+TEST(CalibrateSuite, PowerCappedDevicesAreTimedAtTheirSettledRate) {
+  FakeBackend b;
+  FakeComm c;
+  SuiteOptions o = fake_options();
+  o.settle_gemm = {256, 256, 256};
+  o.settle_window_s = 0.1;
+  o.settle_min_s = 0.5;
+  o.sustained_warmup_s = 0.01;
+  o.sustained_min_time_s = 0.02;
+  CalibrationData free_run = run_suite(b, c, o);
+  EXPECT_EQ(free_run.settle_s, 0);
+  EXPECT_EQ(b.last_gemm_policy.warmup_s, 0);
+
+  b.capped = true;
+  const CalibrationData d = run_suite(b, c, o);
+  // Windows of 0.1 s: the 4th is the first slow one; the 5th, no slower, ends the settling time.
+  EXPECT_NEAR(d.settle_s, 0.5, 1e-12);
+  EXPECT_NEAR(d.settle_last_tflops / d.settle_first_tflops, 1 - b.throttle, 1e-9);
+  EXPECT_EQ(b.last_gemm_policy.warmup_s, 0.01);
+  EXPECT_EQ(b.last_gemm_policy.min_time_s, 0.02);
+  size_t compared = 0;
+  for (const auto& point : d.gemm)
+    for (const auto& free_point : free_run.gemm)
+      if (point.shape.m == free_point.shape.m && point.shape.n == free_point.shape.n &&
+          point.shape.k == free_point.shape.k) {
+        EXPECT_NEAR(point.tflops / free_point.tflops, 1 - b.throttle, 0.02)
+            << point.shape.m << "x" << point.shape.n << "x" << point.shape.k;
+        ++compared;
+      }
+  EXPECT_GE(compared, free_run.gemm.size() - 1);
+  auto back = calibration_from_json(to_json(d), "raw");
+  ASSERT_TRUE(back.ok()) << back.errors().front().str();
+  EXPECT_EQ(back->settle_s, d.settle_s);
+  EXPECT_EQ(back->settle_first_tflops, d.settle_first_tflops);
+  EXPECT_EQ(back->settle_last_tflops, d.settle_last_tflops);
 }
 
 TEST(CalibrateJson, RawDataAndProfileRoundTrip) {

@@ -42,6 +42,7 @@ class CudaBackend final : public ComputeBackend {
   std::string runtime() const override { return runtime_; }
   // attention_kernels.cu runs on CUDA cores; FlashAttention-class kernels use tensor cores.
   bool attention_is_representative() const override { return false; }
+  bool power_capped() const override { return true; }
   double memory_gib() const override { return memory_gib_; }
   int activation_bytes() const override { return 2; }
   std::vector<Precision> gemm_precisions() const override {
