@@ -26,6 +26,11 @@ std::string shape_text(const GemmShape3& s) {
   return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
 }
 
+/// TFLOP/s of one GEMM of shape `s` that took `seconds`.
+double gemm_tflops(const GemmShape3& s, double seconds) {
+  return 2.0 * s.m * s.n * s.k / seconds / kTera;
+}
+
 std::string now_iso8601() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -273,8 +278,7 @@ double resident_gib() {
 
 /// The settling run of a power-capped backend (SuiteOptions::settle_gemm and the rest): windows
 /// of back-to-back GEMMs for settle_min_s, then until one runs no more than 0.5% slower than the
-/// one before. Every rank
-/// runs it; the slowest rank's rate decides, so all stop together.
+/// one before. Every rank runs it; the slowest rank's rate decides, so all stop together.
 void settle(ComputeBackend& backend, Communicator& comm, const SuiteOptions& opt,
             CalibrationData* d) {
   const std::vector<Precision> precisions = backend.gemm_precisions();
@@ -302,7 +306,7 @@ void settle(ComputeBackend& backend, Communicator& comm, const SuiteOptions& opt
       d->rejected.push_back({"settle", what, why});
       return;
     }
-    const double tflops = 2.0 * s.m * s.n * s.k / stats->median_s / kTera;
+    const double tflops = gemm_tflops(s, stats->median_s);
     if (windows++ == 0) d->settle_first_tflops = tflops;
     d->settle_last_tflops = tflops;
     d->settle_s = windows * opt.settle_window_s;
@@ -330,11 +334,6 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
     d.shared_processors = processors;
     compute.batch_s = opt.shared_batch_s;
   }
-  if (backend.power_capped()) {
-    compute.warmup_s = std::max(compute.warmup_s, opt.sustained_warmup_s);
-    compute.min_time_s = std::max(compute.min_time_s, opt.sustained_min_time_s);
-    compute.max_time_s = std::max(compute.max_time_s, compute.min_time_s);
-  }
   d.memory_gib = backend.memory_gib();
   d.activation_bytes = backend.activation_bytes();
   d.attention_representative = backend.attention_is_representative();
@@ -354,8 +353,13 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
   auto wants = [&](Table t) {
     return std::find(opt.tables.begin(), opt.tables.end(), t) != opt.tables.end();
   };
+  // A power-capped device is settled at the clock its cap allows under load, and each compute
+  // benchmark warms up and runs long enough to stay there.
   if (backend.power_capped() &&
       (wants(Table::kGemm) || wants(Table::kMemory) || wants(Table::kAttention))) {
+    compute.warmup_s = std::max(compute.warmup_s, opt.sustained_warmup_s);
+    compute.min_time_s = std::max(compute.min_time_s, opt.sustained_min_time_s);
+    compute.max_time_s = std::max(compute.max_time_s, compute.min_time_s);
     settle(backend, comm, opt, &d);
     say("settled the clock under load: GEMM " + shape_text(opt.settle_gemm) + " from " +
         format_fixed(d.settle_first_tflops, 1) + " to " + format_fixed(d.settle_last_tflops, 1) +
@@ -377,7 +381,7 @@ CalibrationData run_suite(ComputeBackend& backend, Communicator& comm, const Sui
           d.rejected.push_back({"gemm", what, why});
           continue;
         }
-        const double tflops = 2.0 * s.m * s.n * s.k / stats->median_s / kTera;
+        const double tflops = gemm_tflops(s, stats->median_s);
         d.gemm.push_back({s, p, *stats, tflops});
         best = std::max(best, tflops);
         ++kept;
