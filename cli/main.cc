@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
       "  parallax simulate --model llama3.1-70b --cluster h100-sxm-80gb --gpus 64 --tp 8 --gbs 128 "
       "--seq 8192\n"
       "  parallax simulate --scenario examples/llama3.1-405b-16k-h100.json --format json\n"
-      "  parallax validate ../shared/validation/public-training.jsonl\n"
+      "  parallax validate validation/public-training.jsonl\n"
       "  mpirun -np 2 parallax calibrate --out cpu.json\n"
       "  mpirun -np 2 parallax execute --model examples/tiny-llama.json --steps 20\n"
       "  parallax serve --model llama3.1-70b --cluster h100-sxm-80gb --gpus 8 --tp 8 --rate 4\n"

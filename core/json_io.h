@@ -45,7 +45,7 @@ class JsonFields {
   std::map<std::string, std::string> sources_;
 };
 
-/// Our own model format (the `model` block of ../shared/validation/SCHEMA.md).
+/// Our own model format (the `model` block of validation/SCHEMA.md).
 Result<ModelSpec> model_from_json(const Json& j, const std::string& where);
 Json to_json(const ModelSpec& m);
 

@@ -1,5 +1,5 @@
 #pragma once
-/// Measured-run records (../shared/validation/SCHEMA.md): a published training run, its layout
+/// Measured-run records (validation/SCHEMA.md): a published training run, its layout
 /// and what it measured. `to_plan` fills unknown fields by one documented rule (FILL_RULE) that
 /// never looks at the measurement.
 

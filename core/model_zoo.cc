@@ -86,7 +86,7 @@ std::vector<ZooEntry> build_zoo() {
   // GPT-3 175B: 96 x 12288, 96 heads of 128, ctx 2048, GPT-2 BPE vocab 50257, tied.
   z.push_back({gpt("gpt3-175b", 96, 12288, 96, 50257, true), dense(175e9, kGpt3)});
 
-  // Megatron-LM SC'21 weak-scaling family (dims from shared/validation/public-training.jsonl,
+  // Megatron-LM SC'21 weak-scaling family (dims from validation/public-training.jsonl,
   // Table 1 of the paper): vocab 51200, shared input/output embedding.
   z.push_back({gpt("megatron-gpt-1.7b", 24, 2304, 24, 51200, true), dense(1.7e9, kSc21)});
   z.push_back({gpt("megatron-gpt-3.6b", 30, 3072, 32, 51200, true), dense(3.6e9, kSc21)});

@@ -1,7 +1,7 @@
 #pragma once
 /// Setup shared by the unit tests: a part with round numbers, small GPT-style models, matchers
 /// for diagnostics and the paths and contents of fixture files. Test code only: the paths come
-/// from PARALLAX_SOURCE_DIR and PARALLAX_SHARED_DIR, which tests/CMakeLists.txt defines for
+/// from PARALLAX_SOURCE_DIR, which tests/CMakeLists.txt defines for
 /// parallax_tests.
 
 #include <gtest/gtest.h>
@@ -22,9 +22,9 @@ namespace parallax::testing {
 
 // ---- fixture files ----------------------------------------------------------------------------
 
-/// The public training runs of shared/validation, one JSON record a line.
+/// The public training runs of validation/, one JSON record a line.
 inline constexpr char kPublicTrainingRuns[] =
-    PARALLAX_SHARED_DIR "/validation/public-training.jsonl";
+    PARALLAX_SOURCE_DIR "/validation/public-training.jsonl";
 
 /// The path of a fixture under tests/data, e.g. test_data("hf/qwen3-4b.json").
 inline std::string test_data(std::string_view name) {
