@@ -2,6 +2,7 @@
 /// ParallelPlan: a layout (tp, pp, dp, cp, ep, etp, vpp) and the training settings that go with it.
 /// Cluster: a hardware profile and a GPU count.
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -75,6 +76,8 @@ struct ParallelPlan {
   bool shards_params() const { return fsdp || zero_stage >= 3; }
   bool shards_grads() const { return fsdp || zero_stage >= 2; }
   bool shards_optimizer() const { return fsdp || zero_stage >= 1; }
+  /// Field by field, in declaration order (plans as set keys).
+  auto operator<=>(const ParallelPlan&) const = default;
 };
 
 struct Cluster {

@@ -41,10 +41,25 @@ std::vector<std::string> layout_differences(const ParallelPlan& a, const Paralle
        b.fsdp ? "fsdp" : "zero" + std::to_string(b.zero_stage));
   word("schedule", to_string(a.schedule), to_string(b.schedule));
   word("cp exchange", to_string(a.cp_comm), to_string(b.cp_comm));
+  auto on = [](bool v) { return std::string(v ? "on" : "off"); };
+  word("tp overlap", on(a.overlap_tp_comm), on(b.overlap_tp_comm));
+  word("grad-reduce overlap", on(a.overlap_grad_reduce), on(b.overlap_grad_reduce));
+  word("param-gather overlap", on(a.overlap_param_gather), on(b.overlap_param_gather));
+  word("attention", to_string(a.attention), to_string(b.attention));
+  word("elementwise ops", a.eager ? "eager" : "fused", b.eager ? "eager" : "fused");
   return out;
 }
 
 }  // namespace
+
+std::string frameworks_text(const std::vector<LaunchTarget>& f) {
+  if (f.empty()) return "none";
+  std::string s;
+  for (LaunchTarget t : f) s += (s.empty() ? "" : ",") + std::string(to_string(t));
+  return s;
+}
+
+namespace {}  // namespace
 
 CostCategory biggest_exposed_cost(const StepReport& r) {
   CostCategory best = CostCategory::kBubble;
@@ -75,11 +90,15 @@ Json plan_file_json(const ModelSpec& m, const StepReport& r) {
 
 std::string format_plan_table(const SearchResult& s, const SearchOptions& opt) {
   const bool budget = opt.token_budget > 0;
-  size_t w = 8;
-  for (const RankedPlan& p : s.top) w = std::max(w, layout_label(p.report.plan).size() + 2);
+  size_t w = 8, fw = 11;
+  for (const RankedPlan& p : s.top) {
+    w = std::max(w, layout_label(p.report.plan).size() + 2);
+    fw = std::max(fw, frameworks_text(p.frameworks).size() + 2);
+  }
   std::string out = pad_right("#", 3) + pad_right("GPUs", 7) + pad_right("layout", w) +
-                    pad_right("step s", 9) + pad_right("tok/s/GPU", 11) + pad_right("MFU", 7) +
-                    pad_right("mem GiB", 9) + pad_right("free", 7) + "biggest exposed cost";
+                    pad_right("runs on", fw) + pad_right("step s", 9) + pad_right("tok/s/GPU", 11) +
+                    pad_right("MFU", 7) + pad_right("mem GiB", 9) + pad_right("free", 7) +
+                    "biggest exposed cost";
   if (budget) out += "  days   GPU-hours";
   out += "\n";
   int rank = 0;
@@ -87,7 +106,8 @@ std::string format_plan_table(const SearchResult& s, const SearchOptions& opt) {
     const StepReport& r = p.report;
     const CostCategory big = biggest_exposed_cost(r);
     out += pad_right(std::to_string(++rank), 3) + pad_right(std::to_string(r.gpus), 7) +
-           pad_right(layout_label(r.plan), w) + pad_right(format_number("%.3f", r.step_time_s), 9) +
+           pad_right(layout_label(r.plan), w) + pad_right(frameworks_text(p.frameworks), fw) +
+           pad_right(format_number("%.3f", r.step_time_s), 9) +
            pad_right(format_number("%.0f", r.tokens_per_s_per_gpu), 11) +
            pad_right(format_number("%.1f%%", 100 * r.mfu), 7) +
            pad_right(format_number("%.1f", r.peak_memory_gib), 9) +
@@ -99,6 +119,12 @@ std::string format_plan_table(const SearchResult& s, const SearchOptions& opt) {
     out += "\n";
   }
   const SearchStats& st = s.stats;
+  if (!s.top.empty())
+    out += "memory budget: " +
+           format_number("%.1f", s.top.front().report.hbm_gib * (1 - st.headroom)) + " of " +
+           format_number("%.1f GiB", s.top.front().report.hbm_gib) + " (headroom " +
+           format_number("%.0f%%", 100 * st.headroom) +
+           " for allocator fragmentation; the peak includes the profile's runtime reserve)\n";
   out += "searched " + std::to_string(st.candidates) + " candidates (" +
          std::to_string(st.layouts_kept) + " of " + std::to_string(st.layouts_considered) +
          " degree layouts), bounded " + std::to_string(st.bounded) + ", simulated " +
@@ -113,6 +139,9 @@ Json plan_search_json(const SearchResult& s, const SearchOptions& opt) {
     j["layout"] = layout_label(p.report.plan);
     j["objective_value"] = p.objective_value;
     j["biggest_exposed_cost"] = to_string(biggest_exposed_cost(p.report));
+    Json fws = Json::array();
+    for (LaunchTarget t : p.frameworks) fws.push_back(to_string(t));
+    j["frameworks"] = fws;
     if (opt.token_budget > 0) {
       j["time_to_train_days"] = p.time_to_train_days;
       j["gpu_hours"] = p.gpu_hours;
@@ -148,7 +177,8 @@ std::string explain_search(const SearchResult& s) {
          "to a better-ranked plan: " + std::to_string(st.equivalent) + "\n";
   if (s.top.empty()) return out;
   const StepReport& w = s.top[0].report;
-  out += "winner: " + layout_label(w.plan) + "\n";
+  out += "winner: " + layout_label(w.plan) + " (runs on " + frameworks_text(s.top[0].frameworks) +
+         ")\n";
   if (s.top.size() < 2) return out + "no runner-up\n";
   const StepReport& u = s.top[1].report;
   out += "runner-up: " + layout_label(u.plan) + "\n";

@@ -3,6 +3,7 @@
 /// winner beats the runner-up) and the plan file. Pure functions returning text or JSON.
 
 #include <string>
+#include <vector>
 
 #include "core/json_io.h"
 #include "planner/search.h"
@@ -16,6 +17,9 @@ Json plan_file_json(const ModelSpec& m, const StepReport& r);
 
 /// The category (not compute or bubble) that costs the critical stage the most exposed time.
 CostCategory biggest_exposed_cost(const StepReport& r);
+
+/// "megatron,torchtitan", or "none" for a plan no framework runs.
+std::string frameworks_text(const std::vector<LaunchTarget>& f);
 
 std::string format_plan_table(const SearchResult& s, const SearchOptions& opt);
 Json plan_search_json(const SearchResult& s, const SearchOptions& opt);

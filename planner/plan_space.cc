@@ -1,6 +1,8 @@
 #include "planner/plan_space.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 namespace parallax {
 namespace {
@@ -93,12 +95,88 @@ struct Sharding {
   bool fsdp;
 };
 
-/// Every setting combination of one layout, after the setting rules.
-void expand_settings(const PlanRequest& r, const ParallelPlan& layout, PruneLedger* ledger,
-                     std::vector<ParallelPlan>* out) {
+/// What a framework searches beside the layout: the recompute modes it has (its own selective
+/// one) and the overlap switches it has. A switch it lacks keeps the stack's value.
+struct FrameworkSwitches {
+  std::vector<Recompute> recomputes;
+  bool tp_overlap = true, grad_overlap = true, param_overlap = true;
+  /// The data-parallel shardings it runs as the simulator models them.
+  std::vector<Sharding> shardings = {{0, false}, {1, false}, {2, false}, {3, false}, {3, true}};
+};
+
+/// `f` empty: the theoretical best, every switch.
+FrameworkSwitches switches_of(std::optional<LaunchTarget> f) {
+  using R = Recompute;
+  if (!f) return {{R::kNone, R::kSelective, R::kFull}};
+  switch (*f) {
+    case LaunchTarget::kMegatron:
+    case LaunchTarget::kTorchrun:
+    case LaunchTarget::kSlurm:
+      // --recompute-granularity selective|full; --tp-comm-overlap, --overlap-grad-reduce,
+      // --overlap-param-gather.
+      return {{R::kNone, R::kSelective, R::kFull}};
+    case LaunchTarget::kTorchTitan:
+      // activation_checkpoint.mode none|selective (per-op)|full; enable_async_tensor_parallel.
+      // FSDP2 and DDP always overlap their collectives: no switch.
+      // Data parallelism is DDP or FSDP2 (fp32 sharded parameters), never Megatron-style ZeRO.
+      return {{R::kNone, R::kSelectiveOp, R::kFull}, true, false, false, {{0, false}, {3, true}}};
+    case LaunchTarget::kDeepSpeed:
+      // Full-layer checkpointing is the model's (PipelineModule activation_checkpoint_interval,
+      // deepspeed.checkpointing); anything finer is model code parallax does not write. No TP;
+      // zero_optimization.overlap_comm and stage3_prefetch_bucket_size.
+      // ZeRO stages 0-3 of bf16 parameters with fp32 master weights, not FSDP2's layout.
+      return {{R::kNone, R::kFull},
+              false,
+              true,
+              true,
+              {{0, false}, {1, false}, {2, false}, {3, false}}};
+  }
+  return {{R::kNone, R::kSelective, R::kFull}};
+}
+
+bool contains(const std::vector<Recompute>& v, Recompute r) {
+  return std::find(v.begin(), v.end(), r) != v.end();
+}
+
+/// True when `p` has framework `f`'s stack: its kernels, a recompute mode it has, and the value
+/// of every overlap switch it lacks.
+bool runs_as_simulated(LaunchTarget f, const PlanConstraints& c, const ParallelPlan& p) {
+  const FrameworkSwitches sw = switches_of(f);
+  const ParallelPlan stack = framework_stack(f, c, p);
+  const bool sharding = std::any_of(sw.shardings.begin(), sw.shardings.end(), [&](Sharding s) {
+    return s.zero == p.zero_stage && s.fsdp == p.fsdp;
+  });
+  // TorchTitan applies FSDP over the context-parallel ranks even without
+  // data_parallel_shard_degree: replicated parameters with cp > 1 are not what it runs.
+  if (f == LaunchTarget::kTorchTitan && !p.fsdp && p.cp > 1) return false;
+  return stack.attention == p.attention && stack.eager == p.eager && sharding &&
+         contains(sw.recomputes, p.recompute) &&
+         (sw.tp_overlap || !p.overlap_tp_comm || p.tp == 1) &&
+         (sw.grad_overlap || stack.overlap_grad_reduce == p.overlap_grad_reduce) &&
+         (sw.param_overlap || stack.overlap_param_gather == p.overlap_param_gather);
+}
+
+/// The values a switch takes: the pinned one, both where it has an effect and the framework has
+/// it, else the stack's.
+std::vector<bool> switch_values(std::optional<bool> pin, bool has, bool matters, bool stack) {
+  if (pin) return {*pin};
+  if (has && matters) return {false, true};
+  return {stack};
+}
+
+/// Every setting combination of one layout that framework `f` runs (every one when `f` is
+/// empty), after the setting rules, with `f`'s stack. `seen` drops a plan another framework
+/// already gave.
+void expand_settings(const PlanRequest& r, const ParallelPlan& layout,
+                     std::optional<LaunchTarget> f, PruneLedger* ledger,
+                     std::set<ParallelPlan>* seen, std::vector<ParallelPlan>* out) {
   const ModelSpec& m = r.model;
   const PlanConstraints& c = r.constraints;
   const int64_t per_dp = r.global_batch / layout.dp;
+  const ParallelPlan base = f ? framework_stack(*f, c, layout) : layout;
+  const FrameworkSwitches sw = switches_of(f);
+  const std::string refused_prefix = f ? to_string(*f) : "";
+  const std::string refused = refused_prefix + " cannot run it (check_launch)";
 
   std::vector<bool> sps;
   for (bool sp : {false, true}) {
@@ -115,8 +193,7 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout, PruneLedg
     sps.push_back(sp);
   }
   std::vector<Sharding> shardings;
-  for (Sharding s : {Sharding{0, false}, Sharding{1, false}, Sharding{2, false}, Sharding{3, false},
-                     Sharding{3, true}}) {
+  for (Sharding s : sw.shardings) {
     if (c.zero && *c.zero != s.zero) continue;
     if (c.fsdp && *c.fsdp != s.fsdp) continue;
     shardings.push_back(s);
@@ -136,15 +213,21 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout, PruneLedg
       if (m.layers % (layout.pp * v) == 0) pipes.push_back({ScheduleKind::kInterleaved1F1B, v});
     }
   }
-  std::vector<CpComm> cp_comms = {r.settings.cp_comm};
+  std::vector<CpComm> cp_comms = {base.cp_comm};
   if (layout.cp > 1 && !c.cp_comm) cp_comms = {CpComm::kRing, CpComm::kAllGather};
   if (c.cp_comm) cp_comms = {*c.cp_comm};
-
-  // Selective recompute as the framework runs it: TorchTitan's is per-op, Megatron's (and the
-  // default) the attention core.
-  std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
-  if (c.framework == LaunchTarget::kTorchTitan) recomputes[1] = Recompute::kSelectiveOp;
-  if (c.recompute) recomputes = {*c.recompute};
+  std::vector<Recompute> recomputes = sw.recomputes;
+  if (c.recompute) {
+    recomputes.clear();
+    if (contains(sw.recomputes, *c.recompute) || !f)
+      recomputes.push_back(*c.recompute);
+    else
+      ledger->reject((refused_prefix + " has no such recompute mode (--recompute)").c_str());
+  }
+  // Gradients are reduced over dp x cp; the optimizer state, when sharded, over dp.
+  const bool reduces = layout.dp * layout.cp > 1;
+  const std::vector<bool> grad_overlaps =
+      switch_values(c.overlap_grad_reduce, sw.grad_overlap, reduces, base.overlap_grad_reduce);
 
   for (int mbs : divisors(per_dp)) {
     if (pinned_out(c.mbs, mbs) || (c.max_mbs > 0 && mbs > c.max_mbs)) continue;
@@ -158,23 +241,35 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout, PruneLedg
       }
       for (Recompute rc : recomputes) {
         for (bool sp : sps) {
-          for (const Sharding& s : shardings) {
-            for (CpComm cc : cp_comms) {
-              ParallelPlan p = layout;
-              p.micro_batch = mbs;
-              p.schedule = pipe.schedule;
-              p.vpp = pipe.vpp;
-              p.recompute = rc;
-              p.sequence_parallel = sp;
-              p.zero_stage = s.zero;
-              p.fsdp = s.fsdp;
-              p.cp_comm = cc;
-              if (c.framework &&
-                  !check_launch(*c.framework, LaunchRequest{m, r.cluster, p}).empty()) {
-                ledger->reject("the framework cannot run it (--framework)");
-                continue;
+          for (bool tpo : switch_values(c.overlap_tp_comm, sw.tp_overlap, layout.tp > 1,
+                                        base.overlap_tp_comm)) {
+            for (const Sharding& s : shardings) {
+              const bool sharded = (s.fsdp || s.zero >= 1) && layout.dp > 1;
+              for (bool gro : grad_overlaps) {
+                for (bool pgo : switch_values(c.overlap_param_gather, sw.param_overlap, sharded,
+                                              base.overlap_param_gather)) {
+                  for (CpComm cc : cp_comms) {
+                    ParallelPlan p = base;
+                    p.micro_batch = mbs;
+                    p.schedule = pipe.schedule;
+                    p.vpp = pipe.vpp;
+                    p.recompute = rc;
+                    p.sequence_parallel = sp;
+                    p.overlap_tp_comm = tpo;
+                    p.zero_stage = s.zero;
+                    p.fsdp = s.fsdp;
+                    p.overlap_grad_reduce = gro;
+                    p.overlap_param_gather = pgo;
+                    p.cp_comm = cc;
+                    if (f && (!runs_as_simulated(*f, c, p) ||
+                              !check_launch(*f, LaunchRequest{m, r.cluster, p}).empty())) {
+                      ledger->reject(refused.c_str());
+                      continue;
+                    }
+                    if (seen->insert(p).second) out->push_back(p);
+                  }
+                }
               }
-              out->push_back(p);
             }
           }
         }
@@ -184,6 +279,40 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout, PruneLedg
 }
 
 }  // namespace
+
+const std::vector<LaunchTarget>& training_frameworks() {
+  static const std::vector<LaunchTarget> kAll = {LaunchTarget::kMegatron, LaunchTarget::kTorchTitan,
+                                                 LaunchTarget::kDeepSpeed};
+  return kAll;
+}
+
+ParallelPlan framework_stack(LaunchTarget f, const PlanConstraints& c, ParallelPlan p) {
+  // Megatron-LM (and torchrun and Slurm, which launch it) runs the settings as they are: fused
+  // attention at the part's best kernel, Transformer Engine's fused elementwise ops.
+  if (f == LaunchTarget::kTorchTitan || f == LaunchTarget::kDeepSpeed) {
+    if (p.attention == AttentionImpl::kFlash) p.attention = AttentionImpl::kFlash2;
+    p.eager = f == LaunchTarget::kDeepSpeed;
+  }
+  if (f == LaunchTarget::kTorchTitan) {
+    p.overlap_grad_reduce = true;
+    p.overlap_param_gather = true;
+  }
+  if (c.attention) p.attention = *c.attention;
+  if (c.eager) p.eager = *c.eager;
+  if (c.overlap_grad_reduce) p.overlap_grad_reduce = *c.overlap_grad_reduce;
+  if (c.overlap_param_gather) p.overlap_param_gather = *c.overlap_param_gather;
+  return p;
+}
+
+std::vector<LaunchTarget> frameworks_running(const ModelSpec& m, const Cluster& cluster,
+                                             const ParallelPlan& p, const PlanConstraints& c) {
+  std::vector<LaunchTarget> out;
+  for (LaunchTarget f : c.frameworks.empty() ? training_frameworks() : c.frameworks) {
+    if (!runs_as_simulated(f, c, p)) continue;
+    if (check_launch(f, LaunchRequest{m, cluster, p}).empty()) out.push_back(f);
+  }
+  return out;
+}
 
 Diagnostics validate_request(const PlanRequest& r) {
   Diagnostics d;
@@ -221,7 +350,13 @@ PlanSpaceResult enumerate_plans(const PlanRequest& r) {
   PruneLedger ledger;
   const std::vector<ParallelPlan> kept = layouts(r, &ledger, &out.layouts_considered);
   out.layouts_kept = static_cast<int64_t>(kept.size());
-  for (const ParallelPlan& layout : kept) expand_settings(r, layout, &ledger, &out.candidates);
+  for (const ParallelPlan& layout : kept) {
+    std::set<ParallelPlan> seen;
+    if (r.constraints.frameworks.empty())
+      expand_settings(r, layout, std::nullopt, &ledger, &seen, &out.candidates);
+    for (LaunchTarget f : r.constraints.frameworks)
+      expand_settings(r, layout, f, &ledger, &seen, &out.candidates);
+  }
   out.pruned = ledger.take();
   return out;
 }

@@ -13,6 +13,20 @@
 
 namespace parallax {
 
+/// The training frameworks the planner checks a plan against (check_launch): Megatron-LM,
+/// TorchTitan and DeepSpeed. torchrun and Slurm launch Megatron-LM and add no rule of their own.
+const std::vector<LaunchTarget>& training_frameworks();
+
+/// HBM the planner leaves free beyond the simulated peak, which already holds the profile's
+/// runtime reserve (reserved_gib: CUDA context, library workspaces, NCCL buffers): PyTorch's
+/// caching allocator reserves more than it hands out. 10%: a logged PyTorch OOM held 15.5 GiB
+/// reserved but unallocated beside 124 GiB allocated (11%, NovaSky-AI/SkyRL PR 1470); GMLake
+/// (ASPLOS'24, arXiv 2401.08156) measured 15% fragmentation on average over 8 LLMs without
+/// expandable segments, which remove only part of it; each extra NCCL communicator holds
+/// 0.5-0.7 GB more (NVIDIA/nccl issue 964, A100). vLLM reserves the same 10% by default
+/// (gpu_memory_utilization 0.9).
+inline constexpr double kDefaultMemoryHeadroom = 0.10;
+
 /// What the user pins or bounds. 0 (or nullopt) leaves a dimension free.
 struct PlanConstraints {
   int tp = 0, pp = 0, dp = 0, cp = 0, ep = 0, etp = 0, vpp = 0, mbs = 0;
@@ -21,11 +35,30 @@ struct PlanConstraints {
   std::optional<Recompute> recompute;
   std::optional<ScheduleKind> schedule;
   std::optional<CpComm> cp_comm;
+  /// The software stack, pinned by the user; otherwise each framework's own (framework_stack).
+  std::optional<AttentionImpl> attention;
+  std::optional<bool> eager, overlap_tp_comm, overlap_grad_reduce, overlap_param_gather;
   int max_tp = 0, max_pp = 0, max_cp = 0, max_vpp = 0, max_mbs = 0;  ///< 0: no limit
-  bool tp_across_domains = false;         ///< allow tp beyond one NVLink (scale-up) domain
-  double memory_headroom = 0;             ///< fraction of HBM to leave free, 0..0.9
-  std::optional<LaunchTarget> framework;  ///< keep only what this framework can run
+  bool tp_across_domains = false;  ///< allow tp beyond one NVLink (scale-up) domain
+  double memory_headroom = kDefaultMemoryHeadroom;  ///< fraction of HBM to leave free, 0..0.9
+  /// Keep only plans that one of these frameworks runs (check_launch), each simulated with
+  /// that framework's stack and with every switch it has searched. Empty: every layout, at the
+  /// settings' stack (the theoretical best, which no framework may run).
+  std::vector<LaunchTarget> frameworks = training_frameworks();
 };
+
+/// `settings` as framework `f` runs them, for what the user has not pinned: its attention kernel
+/// (Megatron-LM: Transformer Engine's fused kernel, the part's fastest; TorchTitan and DeepSpeed's
+/// Hugging Face models: PyTorch SDPA, FlashAttention-2 on Hopper), eager or fused elementwise ops
+/// (DeepSpeed runs the model's eager PyTorch; TorchTitan's config enables torch.compile), and the
+/// overlap switches it does not have (TorchTitan's FSDP2 and DDP always overlap the gradient
+/// reduction and the parameter gather).
+ParallelPlan framework_stack(LaunchTarget f, const PlanConstraints& c, ParallelPlan settings);
+
+/// The frameworks of `c.frameworks` (all training frameworks when it is empty) that run `p`
+/// exactly as it is simulated: check_launch accepts it and `p` has the framework's stack.
+std::vector<LaunchTarget> frameworks_running(const ModelSpec& m, const Cluster& cluster,
+                                             const ParallelPlan& p, const PlanConstraints& c);
 
 /// The question: train `model` on `cluster` with this batch and sequence. `settings` carries
 /// what is not searched (precision, attention kernel, overlap switches); its layout fields are

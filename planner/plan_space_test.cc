@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/json_io.h"
 #include "core/model_zoo.h"
+#include "planner/search.h"
 #include "tests/test_support.h"
 
 namespace parallax {
@@ -80,7 +82,7 @@ TEST(PlanSpace, PinsAndLimitsNarrowTheSpace) {
 
 TEST(PlanSpace, FrameworkKeepsOnlyWhatItCanRun) {
   PlanRequest r = request("llama3.1-8b", 16, 64, 8192);
-  r.constraints.framework = LaunchTarget::kDeepSpeed;
+  r.constraints.frameworks = {LaunchTarget::kDeepSpeed};
   const PlanSpaceResult s = enumerate_plans(r);
   ASSERT_FALSE(s.candidates.empty());
   for (const ParallelPlan& p : s.candidates) {
@@ -88,8 +90,65 @@ TEST(PlanSpace, FrameworkKeepsOnlyWhatItCanRun) {
     EXPECT_EQ(p.cp, 1);
     EXPECT_EQ(p.schedule, ScheduleKind::k1F1B);
     EXPECT_TRUE(check_launch(LaunchTarget::kDeepSpeed, {r.model, r.cluster, p}).empty());
+    // DeepSpeed's stack: the model's eager PyTorch with SDPA attention.
+    EXPECT_TRUE(p.eager);
+    EXPECT_EQ(p.attention, AttentionImpl::kFlash2);
   }
-  EXPECT_GT(pruned(s, "framework"), 0);
+  EXPECT_GT(pruned(s, "deepspeed cannot run it"), 0);
+}
+
+// By default every candidate is one that some framework runs exactly as it will be simulated;
+// `frameworks` empty keeps every layout, zero-bubble and uneven splits included.
+TEST(PlanSpace, DefaultKeepsOnlyRunnablePlans) {
+  PlanRequest r = request("llama3.1-8b", 16, 64, 8192);
+  r.model.layers = 30;  // 30 layers over 4 stages: Megatron's even split refuses pp=4
+  const PlanSpaceResult s = enumerate_plans(r);
+  ASSERT_FALSE(s.candidates.empty());
+  bool any_torchtitan = false, any_megatron = false;
+  for (const ParallelPlan& p : s.candidates) {
+    const auto runs = frameworks_running(r.model, r.cluster, p, r.constraints);
+    ASSERT_FALSE(runs.empty()) << layout_label(p);
+    EXPECT_NE(p.schedule, ScheduleKind::kZeroBubbleH1);
+    for (LaunchTarget f : runs) {
+      any_torchtitan |= f == LaunchTarget::kTorchTitan;
+      any_megatron |= f == LaunchTarget::kMegatron;
+    }
+  }
+  EXPECT_TRUE(any_torchtitan);
+  EXPECT_TRUE(any_megatron);
+  r.constraints.frameworks.clear();
+  const PlanSpaceResult all = enumerate_plans(r);
+  EXPECT_GT(all.candidates.size(), 0u);
+  EXPECT_TRUE(std::any_of(all.candidates.begin(), all.candidates.end(), [](const ParallelPlan& p) {
+    return p.schedule == ScheduleKind::kZeroBubbleH1;
+  }));
+}
+
+// Each framework's overlap switches are searched where they act: TP overlap (Megatron's
+// --tp-comm-overlap, TorchTitan's async TP) both ways at tp > 1, never at tp = 1; TorchTitan's
+// FSDP2 has no switch for the gradient reduction, so it stays on.
+TEST(PlanSpace, OverlapSwitchesAreSearchedWhereTheFrameworkHasThem) {
+  PlanRequest r = request("llama3.1-8b", 8, 32, 8192);
+  for (LaunchTarget f : {LaunchTarget::kMegatron, LaunchTarget::kTorchTitan}) {
+    r.constraints.frameworks = {f};
+    std::set<bool> tp_overlap, grad_overlap;
+    for (const ParallelPlan& p : enumerate_plans(r).candidates) {
+      if (p.tp == 1) {
+        EXPECT_FALSE(p.overlap_tp_comm);
+      } else {
+        tp_overlap.insert(p.overlap_tp_comm);
+      }
+      if (p.dp > 1) grad_overlap.insert(p.overlap_grad_reduce);
+    }
+    EXPECT_EQ(tp_overlap.size(), 2u) << to_string(f);
+    EXPECT_EQ(grad_overlap.size(), f == LaunchTarget::kMegatron ? 2u : 1u) << to_string(f);
+  }
+  r.constraints.frameworks = {LaunchTarget::kMegatron};
+  r.constraints.overlap_tp_comm = true;
+  for (const ParallelPlan& p : enumerate_plans(r).candidates)
+    if (p.tp > 1) {
+      EXPECT_TRUE(p.overlap_tp_comm);
+    }
 }
 
 // Selective recompute as each framework runs it: TorchTitan's per-op checkpointing in place of
@@ -104,14 +163,17 @@ TEST(PlanSpace, SelectiveRecomputeIsTheFrameworksOwn) {
     std::sort(seen.begin(), seen.end());
     return seen;
   };
+  r.constraints.frameworks = {LaunchTarget::kMegatron};
   EXPECT_EQ(modes(),
             (std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}));
-  r.constraints.framework = LaunchTarget::kTorchTitan;
+  r.constraints.frameworks = {LaunchTarget::kTorchTitan};
   EXPECT_EQ(modes(),
             (std::vector<Recompute>{Recompute::kNone, Recompute::kSelectiveOp, Recompute::kFull}));
   r.constraints.recompute = Recompute::kSelectiveOp;
-  r.constraints.framework.reset();
+  r.constraints.frameworks = training_frameworks();
   EXPECT_EQ(modes(), (std::vector<Recompute>{Recompute::kSelectiveOp}));
+  r.constraints.frameworks = {LaunchTarget::kMegatron};
+  EXPECT_TRUE(enumerate_plans(r).candidates.empty());
 }
 
 TEST(PlanSpace, TpAcrossDomainsOnlyWhenAsked) {

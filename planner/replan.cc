@@ -20,6 +20,12 @@ Result<ReplanRow> replan_record(const MeasuredRun& r, const std::vector<HwProfil
   req.global_batch = published.global_batch;
   req.seq_len = published.seq_len;
   req.settings = published;  // precision, attention kernel, overlap switches
+  // Only layouts the record's own stack runs, with its kernels (kFillRule reads the stack:
+  // PyTorch FSDP runs TorchTitan's, everything else Megatron-LM's).
+  req.constraints.frameworks = {published.fsdp ? LaunchTarget::kTorchTitan
+                                               : LaunchTarget::kMegatron};
+  req.constraints.attention = published.attention;
+  req.constraints.eager = published.eager;
   SearchOptions one = opt;
   one.top_k = 1;
   auto found = search_plans(req, one);

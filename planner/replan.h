@@ -20,7 +20,8 @@ struct ReplanRow {
   double gain = 0;  ///< published_step_s / best_step_s - 1: > 0 when the planner is faster
 };
 
-/// Searches one record's space (top 1) and simulates its published layout.
+/// Searches one record's space (top 1), among the layouts the record's own stack runs with its
+/// kernels, and simulates its published layout.
 Result<ReplanRow> replan_record(const MeasuredRun& r, const std::vector<HwProfile>& profiles,
                                 const SearchOptions& opt);
 

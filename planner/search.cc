@@ -247,7 +247,9 @@ bool layout_less(const ParallelPlan& a, const ParallelPlan& b) {
   auto key = [](const ParallelPlan& p) {
     return std::make_tuple(p.gpus(), p.tp, p.pp, p.dp, p.cp, p.ep, p.etp, p.vpp, p.micro_batch,
                            static_cast<int>(p.schedule), static_cast<int>(p.recompute),
-                           p.sequence_parallel, p.zero_stage, p.fsdp, static_cast<int>(p.cp_comm));
+                           p.sequence_parallel, p.zero_stage, p.fsdp, static_cast<int>(p.cp_comm),
+                           p.overlap_tp_comm, p.overlap_grad_reduce, p.overlap_param_gather,
+                           static_cast<int>(p.attention), p.eager);
   };
   return key(a) < key(b);
 }
@@ -263,6 +265,10 @@ std::string layout_label(const ParallelPlan& p) {
   s += std::string(" rc-") + to_string(p.recompute);
   s += p.fsdp ? std::string(" fsdp") : " zero" + std::to_string(p.zero_stage);
   if (p.pp > 1) s += std::string(" ") + to_string(p.schedule);
+  // Overlap switches where they act: TP overlap when on, the data-parallel ones when off.
+  if (p.tp > 1 && p.overlap_tp_comm) s += " tp-overlap";
+  if (p.dp * p.cp > 1 && !p.overlap_grad_reduce) s += " no-grad-overlap";
+  if (p.dp > 1 && p.shards_optimizer() && !p.overlap_param_gather) s += " no-gather-overlap";
   return s;
 }
 
@@ -279,6 +285,7 @@ Result<SearchResult> search_plans(const PlanRequest& request, const SearchOption
   tbb::task_arena arena(opt.threads > 0 ? opt.threads : tbb::task_arena::automatic);
   SearchResult result;
   SearchStats& stats = result.stats;
+  stats.headroom = request.constraints.memory_headroom;
   std::vector<PlanRequest> requests;
   std::vector<Candidate> all;
   for (int g : gpu_counts(request, opt.objective)) {
@@ -298,6 +305,11 @@ Result<SearchResult> search_plans(const PlanRequest& request, const SearchOption
     const std::vector<Candidate> order = bound_candidates(requests, std::move(all), opt, &stats);
     result.top = simulate_best(requests, order, opt, &stats);
   });
+  for (RankedPlan& rp : result.top) {
+    Cluster c = request.cluster;
+    c.num_gpus = rp.report.gpus;
+    rp.frameworks = frameworks_running(request.model, c, rp.report.plan, request.constraints);
+  }
   if (result.top.empty()) {
     std::string why;
     for (const PruneCount& c : stats.pruned)
@@ -307,7 +319,8 @@ Result<SearchResult> search_plans(const PlanRequest& request, const SearchOption
                           std::to_string(request.cluster.num_gpus) + " x " +
                           request.cluster.hw.name + " fits (" + std::to_string(stats.candidates) +
                           " candidates; " + why + ")",
-                      "add GPUs, lower --memory-headroom, or relax the pinned degrees"};
+                      "add GPUs, lower --memory-headroom, relax the pinned degrees, or "
+                      "--framework none for layouts no framework runs"};
   }
   return result;
 }

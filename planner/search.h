@@ -40,6 +40,9 @@ struct RankedPlan {
   double objective_value = 0;     ///< seconds/token (throughput, time) or GPU-seconds/token (cost)
   double time_to_train_days = 0;  ///< for the token budget, when given
   double gpu_hours = 0;           ///< for the token budget, when given
+  /// The frameworks that run this plan as simulated (frameworks_running); empty only under
+  /// `--framework none`, for a layout no framework runs.
+  std::vector<LaunchTarget> frameworks;
 };
 
 struct SearchStats {
@@ -51,6 +54,7 @@ struct SearchStats {
   /// objective and peak memory (e.g. ZeRO-2 vs ZeRO-1 under pipelining).
   int64_t equivalent = 0;
   std::vector<int> gpu_counts;  ///< the GPU counts searched
+  double headroom = 0;          ///< the fraction of HBM left free (PlanConstraints)
 };
 
 struct SearchResult {

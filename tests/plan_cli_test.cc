@@ -49,11 +49,18 @@ TEST(PlanCli, PlanFileFeedsSimulateAndLaunch) {
 }
 
 TEST(PlanCli, EmitRefusesWhatTheFrameworkCannotRunAndFrameworkFilterAvoidsIt) {
-  // Pinned to a zero-bubble pipeline, the best plan cannot go to Megatron-LM.
-  const CliRun refused =
-      Parallax(std::string("plan ") + kSmallPlan + " --pp 2 --schedule zb-h1 --emit megatron");
+  // No framework runs a zero-bubble pipeline: by default nothing is left, and the error says
+  // which frameworks refused and how to ask for the theoretical best.
+  const CliRun none = Parallax(std::string("plan ") + kSmallPlan + " --pp 2 --schedule zb-h1");
+  EXPECT_EQ(none.exit_code, 1) << none;
+  EXPECT_TRUE(Has(none, "megatron cannot run it")) << none;
+  EXPECT_TRUE(Has(none, "--framework none")) << none;
+  // Asked for anyway, the best plan cannot go to Megatron-LM.
+  const CliRun refused = Parallax(std::string("plan ") + kSmallPlan +
+                                  " --pp 2 --schedule zb-h1 --framework none --emit megatron");
   EXPECT_EQ(refused.exit_code, 2) << refused;
   EXPECT_TRUE(Has(refused, "cannot be emitted for megatron")) << refused;
+  EXPECT_TRUE(Has(refused, "runs on")) << refused;
   const CliRun ok =
       Parallax(std::string("plan ") + kSmallPlan + " --framework megatron --emit megatron");
   ASSERT_EQ(ok.exit_code, 0) << ok;

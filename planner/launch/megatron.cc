@@ -183,6 +183,15 @@ void check_megatron(const LaunchRequest& r, RuleSink& sink) {
                 "Megatron-LM overlaps TP communication (--tp-comm-overlap) only with "
                 "sequence parallelism",
                 "use --sp 1, or turn TP communication overlap off");
+  // Megatron FSDP's v2 adapter (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py,
+  // _validate_config) refuses pipeline and context parallelism; v1 does not check, and no
+  // functional test of Megatron-LM runs either with it (tests/functional_tests: TP and EP only).
+  if (uses_megatron_fsdp(p) && (p.pp > 1 || p.cp > 1))
+    sink.refuse(p.pp > 1 ? "pp" : "cp",
+                "Megatron FSDP (ZeRO-2/3, --use-megatron-fsdp) runs without pipeline and "
+                "context parallelism, got pp=" +
+                    std::to_string(p.pp) + " cp=" + std::to_string(p.cp),
+                "use zero <= 1 (the distributed optimizer) with pp or cp, or pp=1 and cp=1");
   if (p.overlap_param_gather && p.shards_optimizer() && !p.overlap_grad_reduce)
     sink.refuse("overlap_param_gather",
                 "Megatron-LM overlaps the parameter all-gather (--overlap-param-gather) only "

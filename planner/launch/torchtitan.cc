@@ -130,6 +130,29 @@ void check_torchtitan(const LaunchRequest& r, RuleSink& sink) {
                     std::to_string(p.zero_stage),
                 "use --fsdp 1 (data_parallel_shard_degree) or zero=0 (DDP, "
                 "data_parallel_replicate_degree)");
+  // torchtitan/models/llama3/infra/parallelize.py (v0.2.2): the DDP branch raises "DDP has not
+  // supported > 1D parallelism" unless data parallelism spans the whole world. Context
+  // parallelism takes the FSDP branch (ParallelDims.fsdp_enabled includes cp_enabled).
+  if (!fsdp_sharded(p) && p.cp == 1 && p.dp > 1 && (p.tp > 1 || p.pp > 1 || p.ep > 1))
+    sink.refuse("zero",
+                "TorchTitan's DDP (data_parallel_replicate_degree without sharding) runs alone: "
+                "it raises \"DDP has not supported > 1D parallelism\" with tp=" +
+                    std::to_string(p.tp) + " pp=" + std::to_string(p.pp) +
+                    " ep=" + std::to_string(p.ep),
+                "use --fsdp 1 (data_parallel_shard_degree), or tp=pp=ep=1");
+  if (r.model.ffn_act != FfnAct::kSwiglu)
+    sink.refuse_at("model/ffn_act",
+                   "TorchTitan's decoders (Llama 3, Qwen3, DeepSeek-V3, gpt-oss) are SwiGLU "
+                   "models; it has no GELU (GPT-style) decoder",
+                   "use --target megatron");
+  // torchtitan/models/deepseek_v3/infra/parallelize.py (v0.2.2): "Context Parallel only supports
+  // SDPA attention"; its MLA flavors run FlexAttention (or varlen), whose heads differ in size.
+  if (r.model.mla && p.cp > 1)
+    sink.refuse("cp",
+                "TorchTitan's DeepSeek-V3 (MLA) attention runs FlexAttention, which its context "
+                "parallelism does not support, got cp=" +
+                    std::to_string(p.cp),
+                "use cp=1, or --target megatron");
   if (p.tp > 1 && !p.sequence_parallel)
     sink.refuse("sp",
                 "TorchTitan's tensor parallelism always runs sequence parallel between TP "
