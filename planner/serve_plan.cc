@@ -251,6 +251,7 @@ Result<Run> run(const ServePlanRequest& r, const Deployment& d, int prefill_repl
   c.deployment = d;
   c.engine.enable_chunked_prefill = true;
   c.engine.gpus = d.gpus();
+  c.engine.gpus_per_node = r.hw.gpus_per_node;
   c.engine.prefill_replicas = prefill_replicas;
   c.kv_tokens = kv->tokens();
   c.output_tokens_per_s = sim->output_tokens_per_s;

@@ -22,6 +22,9 @@ struct ServeEngineSettings {
   int64_t max_model_len = 0;
   /// GPUs the command must use in all; 0: tp * pp * dp (nothing to check).
   int gpus = 0;
+  /// GPUs of one host (the profile's gpus_per_node); a deployment over more is launched on
+  /// several hosts, one command each. 0: every GPU on one host.
+  int gpus_per_node = 0;
   /// SGLang only: --enable-dp-attention (attention data-parallel over the tp ranks, which then
   /// are all the instance's GPUs). Not simulated by parallax; emitted when asked.
   bool sglang_dp_attention = false;

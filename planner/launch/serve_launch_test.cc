@@ -110,6 +110,8 @@ TEST(ServeLaunch, WideExpertParallelismInEachEngine) {
   EXPECT_TRUE(has(*g, "--enable-dp-attention")) << *g;
   EXPECT_TRUE(has(*g, "--ep-size 8")) << *g;
   EXPECT_TRUE(has(*g, "as parallax simulated it")) << *g;
+  // SGLang divides --max-running-requests over the attention-DP ranks: 256 each is 512 in all.
+  EXPECT_TRUE(has(*g, "--max-running-requests 512")) << *g;
   d.two_batch_overlap = true;
   v = emit_vllm(zoo("qwen3-30b-a3b"), d, {.gpus = 8});
   ASSERT_TRUE(v.ok()) << v.error_text();
@@ -129,6 +131,75 @@ TEST(ServeLaunch, WideExpertParallelismInEachEngine) {
                   "\\\n  --tp-size 4 \\\n  --dp-size 2 \\\n  --enable-dp-attention "
                   "\\\n  --ep-size 4"))
       << *g;
+}
+
+// Experts inside each of several replicas (ep = tp): --data-parallel-size would spread them over
+// all tp x dp GPUs, so each replica is its own vllm serve on its own GPUs and port.
+TEST(ServeLaunch, VllmExpertParallelReplicasAreSeparateInstances) {
+  serving::Deployment d = tp4_dp2();
+  d.ep = 4;
+  auto v = emit_vllm(zoo("qwen3-30b-a3b"), d, {.gpus = 8, .gpus_per_node = 8});
+  ASSERT_TRUE(v.ok()) << v.error_text();
+  EXPECT_FALSE(has(*v, "  --data-parallel-size")) << *v;
+  EXPECT_TRUE(
+      has(*v, "CUDA_VISIBLE_DEVICES=0,1,2,3 vllm serve Qwen/Qwen3-30B-A3B \\\n  --port 8000"))
+      << *v;
+  EXPECT_TRUE(
+      has(*v, "CUDA_VISIBLE_DEVICES=4,5,6,7 vllm serve Qwen/Qwen3-30B-A3B \\\n  --port 8001"))
+      << *v;
+  EXPECT_TRUE(has(*v, "router")) << *v;
+}
+
+// On several hosts: replicas of one command with vLLM's multi-node data parallelism (the first
+// host serving the API, the others headless); an instance wider than a host over a Ray cluster.
+TEST(ServeLaunch, VllmOnSeveralHosts) {
+  serving::Deployment d = tp4_dp2();
+  d.dp = 4;
+  auto v = emit_vllm(zoo("llama3.1-70b"), d, {.gpus = 16, .gpus_per_node = 8});
+  ASSERT_TRUE(v.ok()) << v.error_text();
+  EXPECT_TRUE(has(*v,
+                  "# host 0\nvllm serve meta-llama/Llama-3.1-70B-Instruct \\\n  "
+                  "--tensor-parallel-size 4"))
+      << *v;
+  EXPECT_TRUE(has(*v,
+                  "# host 1\nvllm serve meta-llama/Llama-3.1-70B-Instruct \\\n  "
+                  "--headless"))
+      << *v;
+  EXPECT_TRUE(has(*v, "--data-parallel-size-local 2")) << *v;
+  EXPECT_TRUE(has(*v, "--data-parallel-start-rank 2")) << *v;
+  EXPECT_TRUE(has(*v, "--data-parallel-address $HEAD_IP")) << *v;
+  serving::Deployment wide;
+  wide.tp = 16;
+  v = emit_vllm(zoo("llama3.1-405b"), wide, {.gpus = 16, .gpus_per_node = 8});
+  ASSERT_TRUE(v.ok()) << v.error_text();
+  EXPECT_TRUE(has(*v, "ray start --head")) << *v;
+  EXPECT_TRUE(has(*v, "ray start --address $HEAD_IP:6379")) << *v;
+  EXPECT_TRUE(has(*v, "--distributed-executor-backend ray")) << *v;
+  wide.tp = 12;  // an instance over one and a half hosts
+  EXPECT_TRUE(
+      mentions(check_vllm(zoo("llama3.1-405b"), wide, {.gpus_per_node = 8}), "spans whole hosts"));
+}
+
+// SGLang on several hosts: one server per host rank with --nnodes/--node-rank/--dist-init-addr;
+// plain --dp-size replicas, which SGLang does not run over hosts, as one server a host behind a
+// router.
+TEST(ServeLaunch, SglangOnSeveralHosts) {
+  serving::Deployment wide;
+  wide.tp = 16;
+  auto g = emit_sglang(zoo("llama3.1-405b"), wide, {.gpus = 16, .gpus_per_node = 8});
+  ASSERT_TRUE(g.ok()) << g.error_text();
+  EXPECT_TRUE(has(*g, "--nnodes 2 \\\n  --node-rank 1 \\\n  --dist-init-addr $HEAD_IP:20000"))
+      << *g;
+  serving::Deployment d = tp4_dp2();
+  d.tp = 8;
+  g = emit_sglang(zoo("llama3.1-70b"), d, {.gpus = 16, .gpus_per_node = 8});
+  ASSERT_TRUE(g.ok()) << g.error_text();
+  EXPECT_FALSE(has(*g, "  --dp-size")) << *g;
+  EXPECT_TRUE(has(*g, "# host 1\npython -m sglang.launch_server")) << *g;
+  EXPECT_TRUE(has(*g, "--worker-urls http://$HOST_0:30000 http://$HOST_1:30000")) << *g;
+  wide.dp = 2;
+  EXPECT_TRUE(mentions(check_sglang(zoo("llama3.1-405b"), wide, {.gpus_per_node = 8}),
+                       "only with DP attention"));
 }
 
 TEST(ServeLaunch, VllmRefusesEachRuleWithItsReason) {

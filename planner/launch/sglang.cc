@@ -40,7 +40,11 @@ std::vector<std::string> sglang_flags(const serving::Deployment& d, const ServeE
   if (s.sglang_dp_attention) lines.push_back("--enable-dp-attention");
   if (d.ep > 1) lines.push_back(flag("--ep-size", d.ep));
   if (d.two_batch_overlap) lines.push_back("--enable-two-batch-overlap");
-  lines.push_back(flag("--max-running-requests", d.max_num_seqs));
+  // With DP attention the cap is the server's: each attention-DP rank gets
+  // max_running_requests // dp_size (model_runner_kv_cache_mixin.py, _resolve_max_num_reqs).
+  // Without, --dp-size runs whole replicas that each take the full value.
+  lines.push_back(flag("--max-running-requests",
+                       s.sglang_dp_attention ? d.max_num_seqs * d.dp : d.max_num_seqs));
   lines.push_back(flag("--chunked-prefill-size",
                        s.enable_chunked_prefill ? d.max_num_batched_tokens : int64_t{-1}));
   if (s.max_model_len > 0) lines.push_back(flag("--context-length", s.max_model_len));
@@ -86,7 +90,71 @@ std::vector<std::string> sglang_notes(const ModelSpec& m, const serving::Deploym
   return notes;
 }
 
-constexpr int kPrefillPort = 30000, kDecodePort = 30001, kRouterPort = 8000;
+constexpr int kPrefillPort = 30000, kDecodePort = 30001, kRouterPort = 8000, kDistPort = 20000;
+constexpr int kServerPort = 30000;
+
+std::string server_command(const std::string& model, const std::vector<std::string>& lines) {
+  return "python -m sglang.launch_server --model-path " + model + " \\\n" +
+         launch::shell_continued(lines, 2);
+}
+
+/// The GPUs of one server: tp * pp (its dp groups inside the tp ranks) with DP attention,
+/// every replica's without.
+int server_gpus(const serving::Deployment& d, const ServeEngineSettings& s) {
+  return s.sglang_dp_attention ? d.tp * d.pp : d.gpus();
+}
+
+/// One server over several hosts (SGLang's multi-node: --nnodes, --node-rank, --dist-init-addr),
+/// the same command on each host but its rank.
+std::string emit_sglang_multinode(const ModelSpec& m, const serving::Deployment& d,
+                                  const ServeEngineSettings& s) {
+  const int hosts = server_gpus(d, s) / s.gpus_per_node;
+  std::vector<std::string> notes = sglang_notes(m, d, s);
+  notes.push_back("one server over " + std::to_string(hosts) + " hosts of " +
+                  std::to_string(s.gpus_per_node) +
+                  " GPUs: run the command on each host with its --node-rank (HEAD_IP: host 0's "
+                  "address); requests go to host 0.");
+  std::string out = launch::comment_lines(notes);
+  for (int h = 0; h < hosts; ++h) {
+    std::vector<std::string> lines = sglang_flags(d, s);
+    lines.push_back(flag("--nnodes", hosts));
+    lines.push_back(flag("--node-rank", h));
+    lines.push_back("--dist-init-addr $HEAD_IP:" + std::to_string(kDistPort));
+    out += "\n# host " + std::to_string(h) + "\n" +
+           server_command(hf_model_id(m.name).value_or(m.name), lines);
+  }
+  return out;
+}
+
+/// Replicas without DP attention over several hosts: SGLang's --dp-size does not span hosts, so
+/// each host runs a server of its own replicas and a router spreads requests over them.
+std::string emit_sglang_per_host(const ModelSpec& m, const serving::Deployment& d,
+                                 const ServeEngineSettings& s) {
+  const int per_host = s.gpus_per_node / (d.tp * d.pp), hosts = d.dp / per_host;
+  serving::Deployment one = d;
+  one.dp = per_host;
+  std::vector<std::string> notes = sglang_notes(m, d, s);
+  // The note on --dp-size inside one server is about a command this is not.
+  std::erase_if(notes, [](const std::string& n) { return n.rfind("--dp-size ", 0) == 0; });
+  notes.push_back("SGLang's --dp-size does not span hosts: each of the " + std::to_string(hosts) +
+                  " hosts runs a server of " + std::to_string(per_host) +
+                  " replicas, and the router in front spreads requests over them (HOST_k: "
+                  "host k's address).");
+  std::string out = launch::comment_lines(notes);
+  std::vector<std::string> workers;
+  for (int h = 0; h < hosts; ++h) {
+    std::vector<std::string> lines = {flag("--port", kServerPort), "--host 0.0.0.0"};
+    for (std::string& l : sglang_flags(one, s)) lines.push_back(std::move(l));
+    out += "\n# host " + std::to_string(h) + "\n" +
+           server_command(hf_model_id(m.name).value_or(m.name), lines);
+    workers.push_back("http://$HOST_" + std::to_string(h) + ":" + std::to_string(kServerPort));
+  }
+  std::string urls;
+  for (const std::string& w : workers) urls += (urls.empty() ? "" : " ") + w;
+  return out + "\n# the router, on any host\npython -m sglang_router.launch_router \\\n" +
+         launch::shell_continued(
+             {"--worker-urls " + urls, "--host 0.0.0.0 --port " + std::to_string(kRouterPort)}, 2);
+}
 
 /// One server per pool and the router in front, each pool's replicas inside its server
 /// (--dp-size).
@@ -177,6 +245,28 @@ Diagnostics check_sglang(const ModelSpec& m, const serving::Deployment& d,
                    "parallax does not emit DP attention for a disaggregated deployment, got "
                    "both",
                    "one of the two"});
+  const int host = s.gpus_per_node, per = d.tp * d.pp;
+  if (host > 0 && server_gpus(d, s) > host && per > 0 &&
+      (s.sglang_dp_attention || per > host ? per % host != 0
+                                           : host % per != 0 || d.dp % (host / per) != 0))
+    out.push_back({"--tp",
+                   "on hosts of " + std::to_string(host) +
+                       " GPUs a server spans whole hosts "
+                       "and a replica fits one, got tp*pp=" +
+                       std::to_string(per) + " dp=" + std::to_string(d.dp),
+                   "tp*pp a multiple or a divisor of " + std::to_string(host)});
+  if (host > 0 && server_gpus(d, s) > host && per > host && d.dp > 1 && !s.sglang_dp_attention)
+    out.push_back({"--dp",
+                   "SGLang runs data parallelism over several hosts only with DP attention, got "
+                   "dp=" +
+                       std::to_string(d.dp) + " replicas of " + std::to_string(per) +
+                       " GPUs, each over several hosts",
+                   "one replica, or --enable-dp-attention"});
+  if (host > 0 && d.gpus() > host && s.prefill_replicas > 0)
+    out.push_back({"--pd",
+                   "parallax emits a disaggregated SGLang deployment on one host only, got " +
+                       std::to_string(d.gpus()) + " GPUs over hosts of " + std::to_string(host),
+                   "a colocated deployment, or one host"});
   if (d.gpu_memory_utilization >= 1)
     out.push_back({"--gpu-memory-utilization",
                    "SGLang's --mem-fraction-static must leave room for activations, got " +
@@ -198,9 +288,11 @@ Result<std::string> emit_sglang(const ModelSpec& m, const serving::Deployment& s
   Diagnostics bad = check_sglang(m, d, s);
   if (!bad.empty()) return bad;
   if (s.prefill_replicas > 0) return emit_sglang_pd(m, d, s);
+  if (s.gpus_per_node > 0 && server_gpus(d, s) > s.gpus_per_node)
+    return d.tp * d.pp > s.gpus_per_node || s.sglang_dp_attention ? emit_sglang_multinode(m, d, s)
+                                                                  : emit_sglang_per_host(m, d, s);
   return launch::comment_lines(sglang_notes(m, d, s)) +
-         "python -m sglang.launch_server --model-path " + hf_model_id(m.name).value_or(m.name) +
-         " \\\n" + launch::shell_continued(sglang_flags(d, s), 2);
+         server_command(hf_model_id(m.name).value_or(m.name), sglang_flags(d, s));
 }
 
 }  // namespace parallax

@@ -74,11 +74,6 @@ void replica_notes(const ModelSpec& m, const serving::Deployment& d,
                      std::to_string(d.tp * d.pp) +
                      " GPUs each (CUDA_VISIBLE_DEVICES, one port each) behind a router serve the "
                      "same.");
-  if (d.dp > 1 && d.ep > 1 && !d.wide_ep())
-    notes->push_back(
-        "with --data-parallel-size, --enable-expert-parallel spreads the experts over "
-        "all tp x dp = " +
-        std::to_string(d.tp * d.dp) + " ranks, not within each replica as simulated.");
 }
 
 std::string gpu_list(int first, int count) {
@@ -183,6 +178,102 @@ std::string emit_vllm_pd(const ModelSpec& m, const serving::Deployment& d,
   return out;
 }
 
+constexpr int kServePort = 8000, kDpRpcPort = 13345, kRayPort = 6379;
+
+/// Expert parallelism inside each replica, with several replicas: vLLM's
+/// --enable-expert-parallel with --data-parallel-size would spread the experts over all tp x dp
+/// ranks, so each replica is its own `vllm serve`.
+bool separate_replicas(const ModelSpec& m, const serving::Deployment& d) {
+  return m.moe && d.ep > 1 && d.dp > 1 && !d.wide_ep();
+}
+
+/// GPUs of one host, or every GPU of the deployment when the host size is not given.
+int host_gpus(const serving::Deployment& d, const ServeEngineSettings& s) {
+  return s.gpus_per_node > 0 ? s.gpus_per_node : d.gpus();
+}
+
+std::string command(const std::string& prefix, const std::string& model,
+                    const std::vector<std::string>& lines) {
+  return prefix + "vllm serve " + model + " \\\n" + launch::shell_continued(lines, 2);
+}
+
+/// dp separate instances, `per_host` of them on each host, each on its own GPUs and port; a
+/// router in front.
+std::string emit_vllm_replicas(const ModelSpec& m, const serving::Deployment& d,
+                               const ServeEngineSettings& s) {
+  const std::string model = hf_model_id(m.name).value_or(m.name);
+  const int per = d.tp * d.pp, per_host = std::max(1, host_gpus(d, s) / per);
+  std::vector<std::string> notes = vllm_notes(m, d);
+  notes.push_back("each of the " + std::to_string(d.dp) +
+                  " replicas is its own `vllm serve` with the experts over its own " +
+                  std::to_string(d.tp) +
+                  " tensor-parallel GPUs, as simulated: with "
+                  "--data-parallel-size, --enable-expert-parallel would spread them over all "
+                  "tp x dp = " +
+                  std::to_string(d.tp * d.dp) + " GPUs.");
+  notes.push_back("put a router (vLLM's router, or any HTTP load balancer) in front of the " +
+                  std::to_string(d.dp) + " ports.");
+  serving::Deployment one = d;
+  one.dp = 1;
+  std::string out = launch::comment_lines(notes);
+  for (int r = 0; r < d.dp; ++r) {
+    if (r % per_host == 0 && d.gpus() > host_gpus(d, s))
+      out += "\n# host " + std::to_string(r / per_host) + "\n";
+    std::vector<std::string> lines = {flag("--port", kServePort + r % per_host)};
+    for (std::string& l : vllm_flags(one, s)) lines.push_back(std::move(l));
+    out +=
+        command("CUDA_VISIBLE_DEVICES=" + gpu_list((r % per_host) * per, per) + " ", model, lines);
+  }
+  return out;
+}
+
+/// One instance over several hosts (tp * pp above a host): a Ray cluster of the hosts, and the
+/// command on its head with the Ray executor (and Ray data parallelism for several replicas).
+std::string emit_vllm_ray(const ModelSpec& m, const serving::Deployment& d,
+                          const ServeEngineSettings& s) {
+  const int hosts = (d.gpus() + host_gpus(d, s) - 1) / host_gpus(d, s);
+  std::vector<std::string> notes = vllm_notes(m, d);
+  notes.push_back("one instance spans " + std::to_string(d.tp * d.pp) +
+                  " GPUs, more than a "
+                  "host's " +
+                  std::to_string(host_gpus(d, s)) + ": start a Ray cluster over the " +
+                  std::to_string(hosts) +
+                  " hosts, then run vllm serve on its head "
+                  "(HEAD_IP: the head host's address).");
+  std::vector<std::string> lines = vllm_flags(d, s);
+  lines.push_back("--distributed-executor-backend ray");
+  if (d.dp > 1) lines.push_back("--data-parallel-backend ray");
+  return launch::comment_lines(notes) + "\n# head host\nray start --head --port " +
+         std::to_string(kRayPort) +
+         "\n# each other host\nray start --address $HEAD_IP:" + std::to_string(kRayPort) +
+         "\n\n# then, on the head host\n" +
+         command("", hf_model_id(m.name).value_or(m.name), lines);
+}
+
+/// The replicas of one command over several hosts: vLLM's multi-node data parallelism, the
+/// first host running the API server and the others headless.
+std::string emit_vllm_multinode_dp(const ModelSpec& m, const serving::Deployment& d,
+                                   const ServeEngineSettings& s) {
+  const int per_host = host_gpus(d, s) / (d.tp * d.pp);
+  const int hosts = d.dp / per_host;
+  std::vector<std::string> notes = vllm_notes(m, d);
+  notes.push_back("the " + std::to_string(d.dp) + " data-parallel ranks run " +
+                  std::to_string(per_host) + " to a host on " + std::to_string(hosts) +
+                  " hosts (HEAD_IP: the first host's address); the API server runs on the first.");
+  std::string out = launch::comment_lines(notes);
+  for (int h = 0; h < hosts; ++h) {
+    std::vector<std::string> lines = vllm_flags(d, s);
+    if (h > 0) lines.insert(lines.begin(), "--headless");
+    lines.push_back(flag("--data-parallel-size-local", per_host));
+    if (h > 0) lines.push_back(flag("--data-parallel-start-rank", h * per_host));
+    lines.push_back("--data-parallel-address $HEAD_IP");
+    lines.push_back(flag("--data-parallel-rpc-port", kDpRpcPort));
+    out += "\n# host " + std::to_string(h) + "\n" +
+           command("", hf_model_id(m.name).value_or(m.name), lines);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<std::string> hf_model_id(const std::string& model_name) {
@@ -219,6 +310,27 @@ Diagnostics check_vllm(const ModelSpec& m, const serving::Deployment& d,
                          ", or --enable-chunked-prefill"});
   }
   if (auto pd = launch::pd_split_problem(s.prefill_replicas, d.dp)) out.push_back(*pd);
+  const int host = s.gpus_per_node;
+  const int per = d.tp * d.pp;
+  if (host > 0 && d.gpus() > host && per < host && (host % per != 0 || d.dp % (host / per) != 0))
+    out.push_back({"--tp",
+                   "on several hosts of " + std::to_string(host) +
+                       " GPUs each replica's tp*pp=" + std::to_string(per) +
+                       " GPUs must divide a host and the replicas fill "
+                       "whole hosts, got dp=" +
+                       std::to_string(d.dp),
+                   "tp*pp in " + launch::divisors_text(host) + " with dp a multiple of " +
+                       std::to_string(host / std::max(1, per))});
+  if (host > 0 && per > host && per % host != 0)
+    out.push_back({"--tp",
+                   "an instance over several hosts spans whole hosts of " + std::to_string(host) +
+                       " GPUs, got tp*pp=" + std::to_string(per),
+                   "tp*pp a multiple of " + std::to_string(host)});
+  if (host > 0 && d.gpus() > host && s.prefill_replicas > 0)
+    out.push_back({"--pd",
+                   "parallax emits a disaggregated vLLM deployment on one host only, got " +
+                       std::to_string(d.gpus()) + " GPUs over hosts of " + std::to_string(host),
+                   "a colocated deployment, or one host"});
   if (d.ep > 1 && m.moe && d.ep != d.tp && d.ep != d.tp * d.dp)
     out.push_back({"--ep",
                    "vLLM's --enable-expert-parallel spreads the experts over all tensor-parallel "
@@ -234,9 +346,11 @@ Result<std::string> emit_vllm(const ModelSpec& m, const serving::Deployment& d,
   Diagnostics bad = check_vllm(m, d, s);
   if (!bad.empty()) return bad;
   if (s.prefill_replicas > 0) return emit_vllm_pd(m, d, s);
-  return launch::comment_lines(vllm_notes(m, d)) + "vllm serve " +
-         hf_model_id(m.name).value_or(m.name) + " \\\n" +
-         launch::shell_continued(vllm_flags(d, s), 2);
+  if (separate_replicas(m, d)) return emit_vllm_replicas(m, d, s);
+  if (d.tp * d.pp > host_gpus(d, s)) return emit_vllm_ray(m, d, s);
+  if (d.gpus() > host_gpus(d, s)) return emit_vllm_multinode_dp(m, d, s);
+  return launch::comment_lines(vllm_notes(m, d)) +
+         command("", hf_model_id(m.name).value_or(m.name), vllm_flags(d, s));
 }
 
 }  // namespace parallax
