@@ -9,18 +9,60 @@
 #include <string>
 #include <vector>
 
-#include "core/names.h"
-
 namespace parallax {
 namespace {
 
 using nlohmann::json;
 
-// model_type values whose field names this importer reads; used only for a hint when fields are
-// missing, since the family is chosen from the fields present.
-const std::vector<std::string> kKnownModelTypes = {"llama",   "mistral",     "qwen2",
-                                                   "qwen3",   "qwen2_moe",   "qwen3_moe",
-                                                   "mixtral", "deepseek_v2", "deepseek_v3"};
+/// A family this importer models: its model_type and the defaults of its transformers config
+/// class for keys a config.json may leave out.
+struct Family {
+  const char* model_type;
+  int head_dim;  ///< 0: hidden_size / num_attention_heads
+  /// How the family turns sliding-window attention on: "" never, "use_sliding_window" when that
+  /// key is true, "sliding_window" whenever that key is not null.
+  const char* sliding_switch;
+};
+
+// Qwen3Config and Qwen3MoeConfig default head_dim to 128 (transformers, configuration_qwen3.py,
+// configuration_qwen3_moe.py); Qwen2 and Qwen3 turn sliding windows on with use_sliding_window,
+// Mistral and Mixtral whenever sliding_window is set.
+constexpr Family kFamilies[] = {{"llama", 0, ""},
+                                {"mistral", 0, "sliding_window"},
+                                {"mixtral", 0, "sliding_window"},
+                                {"qwen2", 0, "use_sliding_window"},
+                                {"qwen3", 128, "use_sliding_window"},
+                                {"qwen2_moe", 0, "use_sliding_window"},
+                                {"qwen3_moe", 128, "use_sliding_window"},
+                                {"deepseek_v2", 0, ""},
+                                {"deepseek_v3", 0, ""}};
+
+/// Families known not to be modelled, and why: an architecture the simulator does not have.
+struct Unmodelled {
+  const char* model_type;
+  const char* why;
+};
+constexpr Unmodelled kUnmodelled[] = {
+    {"gpt_oss", "alternating sliding-window and full attention with attention sinks"},
+    {"qwen3_next", "hybrid Gated DeltaNet linear attention and gated full attention"},
+    {"gemma3_text", "interleaved local sliding-window and global attention (5:1)"},
+    {"gemma3", "interleaved local sliding-window and global attention (5:1), vision tower"},
+    {"gemma2", "alternating sliding-window attention and logit soft-capping"},
+    {"llama4", "chunked attention without RoPE every 4th layer, MoE on alternate layers"},
+    {"deepseek_v32", "DeepSeek Sparse Attention (a lightning indexer selects top-k tokens)"},
+    {"glm4_moe", "partial rotary embeddings and multi-token-prediction layers"},
+    {"mamba", "state-space (Mamba) layers"},
+    {"mamba2", "state-space (Mamba-2) layers"},
+    {"jamba", "state-space (Mamba) layers interleaved with attention"},
+    {"falcon_h1", "parallel state-space (Mamba-2) and attention heads"},
+    {"nemotron_h", "state-space (Mamba-2) layers interleaved with attention"},
+};
+
+std::string family_names() {
+  std::string s;
+  for (const Family& f : kFamilies) s += (s.empty() ? "" : ", ") + std::string(f.model_type);
+  return s;
+}
 
 /// "string \"4096\"": the JSON type and (shortened) text of a value, for "got X" messages.
 std::string describe(const json& v) {
@@ -33,17 +75,7 @@ std::string describe(const json& v) {
 /// `where` + "/" + key, and reading goes on so that every problem is reported.
 class ConfigReader {
  public:
-  ConfigReader(const json& cfg, const std::string& where) : cfg_(cfg), where_(where) {
-    auto it = cfg_.find("model_type");
-    if (it != cfg_.end() && it->is_string()) {
-      const std::string type = it->get<std::string>();
-      if (std::find(kKnownModelTypes.begin(), kKnownModelTypes.end(), type) ==
-          kKnownModelTypes.end()) {
-        missing_hint_ = "model_type '" + type + "' is not a family this importer knows; " +
-                        "known: " + join(kKnownModelTypes, ", ");
-      }
-    }
-  }
+  ConfigReader(const json& cfg, const std::string& where) : cfg_(cfg), where_(where) {}
 
   /// Present and not null.
   bool has(const char* key) const {
@@ -54,7 +86,7 @@ class ConfigReader {
   /// An integer field in [lo, hi]; nullopt (after a diagnostic, if required) when absent.
   std::optional<int64_t> integer(const char* key, bool required, int64_t hi = INT_MAX) {
     if (!has(key)) {
-      if (required) error(key, "missing", missing_hint_);
+      if (required) error(key, "missing");
       return std::nullopt;
     }
     const json& v = cfg_.at(key);
@@ -127,7 +159,6 @@ class ConfigReader {
  private:
   const json& cfg_;
   std::string where_;
-  std::string missing_hint_;
   Diagnostics diags_;
 };
 
@@ -216,9 +247,83 @@ void read_mla(ConfigReader& r, ModelSpec& m, std::map<std::string, std::string>&
   json_key["/mla/v_head_dim"] = "v_head_dim";
 }
 
-void read_head_dim(ConfigReader& r, ModelSpec& m) {
+/// The family of the config's model_type; nullopt, after a diagnostic that names the reason,
+/// for a missing, unknown or unmodelled one.
+std::optional<Family> read_family(ConfigReader& r) {
+  const std::optional<std::string> type = r.string("model_type");
+  if (!type) {
+    if (!r.has("model_type"))
+      r.error("model_type", "missing: a config.json names its architecture there",
+              "families read: " + family_names());
+    return std::nullopt;
+  }
+  for (const Family& f : kFamilies)
+    if (*type == f.model_type) return f;
+  for (const Unmodelled& u : kUnmodelled)
+    if (*type == u.model_type) {
+      r.error("model_type",
+              "'" + *type + "' is not modelled: " + u.why +
+                  "; parallax would simulate it as a full-attention transformer",
+              "families read: " + family_names());
+      return std::nullopt;
+    }
+  r.error("model_type", "'" + *type + "' is not a family this importer reads",
+          "families read: " + family_names());
+  return std::nullopt;
+}
+
+/// Architecture fields the simulator has no model of, each refused with the reason: sliding
+/// windows, per-layer attention types other than full, multi-token-prediction layers, sparse
+/// attention indexers and quantized weights other than fp8.
+void refuse_unmodelled_fields(ConfigReader& r, const Family& f) {
+  const std::string sw = f.sliding_switch;
+  const bool sliding = sw == "sliding_window"
+                           ? r.has("sliding_window")
+                           : !sw.empty() && r.boolean(sw.c_str()).value_or(false);
+  if (sliding)
+    r.error(sw,
+            "sliding-window attention is not modelled: every layer would be simulated with "
+            "full causal attention",
+            sw == "sliding_window" ? "set sliding_window to null to plan it as full attention"
+                                   : "set use_sliding_window to false to plan it as full "
+                                     "attention");
+  if (const json* types = r.raw("layer_types")) {
+    const bool all_full =
+        types->is_array() && std::all_of(types->begin(), types->end(),
+                                         [](const json& t) { return t == "full_attention"; });
+    if (!all_full)
+      r.error("layer_types", "only full_attention layers are modelled, got " + describe(*types));
+  }
+  if (r.integer("num_nextn_predict_layers", kOptional).value_or(0) > 0)
+    r.error("num_nextn_predict_layers",
+            "multi-token-prediction layers are not modelled (each adds a transformer layer and "
+            "an output head in training)",
+            "set it to 0 to plan the main model, as Hugging Face transformers runs it");
+  for (const char* key : {"index_topk", "index_n_heads"})
+    if (r.has(key))
+      r.error(key, "sparse attention with a token indexer is not modelled",
+              "the model would be simulated with dense attention");
+  if (const json* q = r.raw("quantization_config")) {
+    const std::string method =
+        q->is_object() && q->contains("quant_method") && (*q)["quant_method"].is_string()
+            ? (*q)["quant_method"].get<std::string>()
+            : "";
+    // fp8 checkpoints (DeepSeek-V3's block-scaled weights) hold the architecture read here; the
+    // precision the model runs in is --precision's.
+    if (method != "fp8")
+      r.error("quantization_config",
+              "quantized weights (quant_method '" + method + "') are not modelled",
+              "plan the bf16 model (remove quantization_config), or fp8 with --precision fp8");
+  }
+}
+
+void read_head_dim(ConfigReader& r, ModelSpec& m, const Family& f) {
   if (r.has("head_dim")) {
     m.head_dim = r.int32("head_dim", kRequired);
+    return;
+  }
+  if (f.head_dim > 0) {
+    m.head_dim = f.head_dim;
     return;
   }
   if (m.hidden <= 0 || m.heads <= 0) return;  // already reported; validate_model flags the 0
@@ -244,6 +349,9 @@ Result<ModelSpec> read_model(const json& cfg, const std::string& name, const std
                                                  {"/ffn_hidden", "intermediate_size"},
                                                  {"/dropout", "attention_dropout"}};
 
+  const std::optional<Family> family = read_family(r);
+  if (!family) return std::move(r.diagnostics());
+  refuse_unmodelled_fields(r, *family);
   ModelSpec m;
   m.name = name;
   m.layers = r.int32("num_hidden_layers", kRequired);
@@ -260,7 +368,7 @@ Result<ModelSpec> read_model(const json& cfg, const std::string& name, const std
   // Qwen-style MoE models keep intermediate_size but use it in no layer; everyone else needs it.
   const bool qwen_moe = r.has("num_experts") && !r.has("n_routed_experts");
   m.ffn_hidden = r.integer("intermediate_size", !qwen_moe).value_or(0);
-  read_head_dim(r, m);
+  read_head_dim(r, m, *family);
   read_moe(r, m, json_key);
   read_mla(r, m, json_key);
 

@@ -122,8 +122,28 @@ TEST(HfConfig, MixtralExpertWidthIsIntermediateSize) {
   expect_same_as_zoo(m, "mixtral-8x7b");
 }
 
+/// DeepSeek-V3's config without its multi-token-prediction layer: the main model, as Hugging
+/// Face transformers runs it.
+json deepseek_v3_main() {
+  json cfg = fixture("deepseek-v3");
+  cfg["num_nextn_predict_layers"] = 0;
+  return cfg;
+}
+
+// Its MTP layer is not modelled: the config as published is refused, with the way out.
+TEST(HfConfig, DeepseekV3MtpIsRefusedWithTheWayOut) {
+  const auto r = model_from_hf_config(fixture("deepseek-v3"), "deepseek-v3", "config.json:");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(mentions(r,
+                       "config.json:/num_nextn_predict_layers: multi-token-prediction layers "
+                       "are not modelled"))
+      << r.error_text();
+  EXPECT_TRUE(mentions(r, "set it to 0")) << r.error_text();
+  EXPECT_EQ(r.errors().size(), 1u) << r.error_text();  // its fp8 weights are read as they are
+}
+
 TEST(HfConfig, DeepseekV3MatchesTheZoo) {
-  const ModelSpec m = import_ok(fixture("deepseek-v3"), "deepseek-v3");
+  const ModelSpec m = import_ok(deepseek_v3_main(), "deepseek-v3");
   ASSERT_TRUE(m.moe);
   ASSERT_TRUE(m.mla);
   EXPECT_EQ(m.moe->experts, 256);
@@ -139,7 +159,7 @@ TEST(HfConfig, DeepseekV3MatchesTheZoo) {
 }
 
 TEST(HfConfig, NullQLoraRankMeansNoQueryCompression) {
-  json cfg = fixture("deepseek-v3");
+  json cfg = deepseek_v3_main();
   cfg["q_lora_rank"] = nullptr;
   const ModelSpec m = import_ok(cfg, "deepseek-v3-noqlora");
   ASSERT_TRUE(m.mla);
@@ -254,12 +274,59 @@ TEST(HfConfig, HeadDimDefaultNeedsDivisibleHidden) {
       << r.error_text();
 }
 
-TEST(HfConfig, UnknownModelTypeHintsOnMissingFields) {
+TEST(HfConfig, AFamilyNotReadIsRefusedAtModelType) {
   const json cfg = {{"model_type", "gpt2"}, {"n_layer", 12}, {"n_embd", 768}};
-  const auto r = model_from_hf_config(cfg, "gpt2", "config.json:");
+  auto r = model_from_hf_config(cfg, "gpt2", "config.json:");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(mentions(r, "config.json:/num_hidden_layers: missing (hint: model_type 'gpt2'"))
+  EXPECT_TRUE(mentions(r, "config.json:/model_type: 'gpt2' is not a family this importer reads"))
       << r.error_text();
+  EXPECT_EQ(r.errors().size(), 1u) << r.error_text();  // nothing read from an unknown layout
+  json qwen_next = fixture("qwen3-4b");
+  qwen_next["model_type"] = "qwen3_next";
+  r = model_from_hf_config(qwen_next, "x", "config.json:");
+  EXPECT_TRUE(mentions(r,
+                       "config.json:/model_type: 'qwen3_next' is not modelled: hybrid Gated "
+                       "DeltaNet linear attention"))
+      << r.error_text();
+  json none = fixture("llama3.1-8b");
+  none.erase("model_type");
+  EXPECT_TRUE(mentions(model_from_hf_config(none, "x", "config.json:"),
+                       "config.json:/model_type: missing"));
+}
+
+// What the simulator has no model of is refused at its field, with the reason, and a hint where
+// the config can say what is modelled.
+TEST(HfConfig, ArchitectureFieldsNotModelledAreRefused) {
+  json mistral = fixture("llama3.1-8b");
+  mistral["model_type"] = "mistral";
+  mistral["sliding_window"] = 4096;
+  EXPECT_TRUE(mentions(model_from_hf_config(mistral, "x", "c:"),
+                       "c:/sliding_window: sliding-window attention is not modelled"));
+  mistral["sliding_window"] = nullptr;
+  EXPECT_EQ(import_ok(mistral, "x").layers, 32);
+  json qwen = fixture("qwen3-4b");
+  qwen["use_sliding_window"] = true;
+  qwen["sliding_window"] = 4096;
+  EXPECT_TRUE(mentions(model_from_hf_config(qwen, "x", "c:"), "c:/use_sliding_window:"));
+  qwen = fixture("qwen3-4b");
+  qwen["layer_types"] = {"full_attention", "sliding_attention"};
+  EXPECT_TRUE(mentions(model_from_hf_config(qwen, "x", "c:"),
+                       "c:/layer_types: only full_attention layers are modelled"));
+  qwen["layer_types"] = {"full_attention", "full_attention"};
+  EXPECT_EQ(import_ok(qwen, "x").layers, 36);
+  qwen["quantization_config"] = {{"quant_method", "mxfp4"}};
+  EXPECT_TRUE(mentions(model_from_hf_config(qwen, "x", "c:"),
+                       "c:/quantization_config: quantized weights (quant_method 'mxfp4')"));
+  json ds = deepseek_v3_main();
+  ds["index_topk"] = 2048;
+  EXPECT_TRUE(mentions(model_from_hf_config(ds, "x", "c:"), "c:/index_topk: sparse attention"));
+}
+
+// A family default fills a key the family's config class defaults: Qwen3's head_dim is 128.
+TEST(HfConfig, FamilyDefaultsFillMissingKeys) {
+  json cfg = fixture("qwen3-4b");
+  cfg.erase("head_dim");
+  EXPECT_EQ(import_ok(cfg, "x").head_dim, 128);
 }
 
 // Dropout probabilities come from the family's field names; the largest is used.
