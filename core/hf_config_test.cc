@@ -322,6 +322,48 @@ TEST(HfConfig, ArchitectureFieldsNotModelledAreRefused) {
   EXPECT_TRUE(mentions(model_from_hf_config(ds, "x", "c:"), "c:/index_topk: sparse attention"));
 }
 
+// Current families, each as its repository publishes it: read right (the parameter count its
+// model card states) or refused at the field that names what is not modelled.
+TEST(HfConfig, CurrentFamiliesAreReadRightOrRefusedWithTheReason) {
+  struct Read {
+    const char* file;
+    double params;  // as the model card states it
+    double tolerance;
+  };
+  // Qwen2.5-7B: 7.61B; Qwen3-8B: 8.2B; Llama 3.1 8B: 8.03B; Mistral 7B without its window:
+  // 7.24B (the card says 7B); DeepSeek-R1's main model: 671B.
+  for (const Read& r : {Read{"qwen2.5-7b-instruct", 7.61e9, 0.01}, Read{"qwen3-8b", 8.2e9, 0.01},
+                        Read{"llama3.1-8b", 8.03e9, 0.01}}) {
+    EXPECT_NEAR(count_params(import_ok(fixture(r.file), r.file)).total(), r.params,
+                r.tolerance * r.params)
+        << r.file;
+  }
+  json mistral = fixture("mistral-7b-v0.1");
+  mistral["sliding_window"] = nullptr;
+  EXPECT_NEAR(count_params(import_ok(mistral, "mistral")).total(), 7.24e9, 0.01 * 7.24e9);
+  json r1 = fixture("deepseek-r1");
+  r1["num_nextn_predict_layers"] = 0;
+  EXPECT_NEAR(count_params(import_ok(r1, "r1")).total(), 671e9, 0.01 * 671e9);
+  struct Refused {
+    const char* file;
+    const char* why;
+  };
+  for (const Refused& r : {
+           Refused{"gpt-oss-20b", "/model_type: 'gpt_oss' is not modelled: alternating sliding"},
+           Refused{"qwen3-next-80b-a3b-instruct", "/model_type: 'qwen3_next' is not modelled"},
+           Refused{"gemma-3-1b-it", "/model_type: 'gemma3_text' is not modelled"},
+           Refused{"gemma-2-9b", "/model_type: 'gemma2' is not modelled"},
+           Refused{"deepseek-v3.2", "/model_type: 'deepseek_v32' is not modelled: DeepSeek Sparse"},
+           Refused{"nvidia-nemotron-3-nano-30b-a3b", "/model_type: 'nemotron_h' is not modelled"},
+           Refused{"mistral-7b-v0.1", "/sliding_window: sliding-window attention is not modelled"},
+           Refused{"deepseek-r1", "/num_nextn_predict_layers: multi-token-prediction layers"},
+       }) {
+    const auto got = model_from_hf_config(fixture(r.file), r.file, "config.json:");
+    EXPECT_TRUE(mentions(got, std::string("config.json:") + r.why))
+        << r.file << ": " << got.error_text();
+  }
+}
+
 // A family default fills a key the family's config class defaults: Qwen3's head_dim is 128.
 TEST(HfConfig, FamilyDefaultsFillMissingKeys) {
   json cfg = fixture("qwen3-4b");

@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <optional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -34,8 +34,8 @@ namespace {
 using nlohmann::json;
 
 json manifest(const std::string& name) {
-  const auto text = testing::read_file(std::string(PARALLAX_SOURCE_DIR) +
-                                       "/planner/launch/rules/" + name + ".json");
+  const auto text = testing::read_file(std::string(PARALLAX_SOURCE_DIR) + "/planner/launch/rules/" +
+                                       name + ".json");
   PX_CHECK(text.has_value(), "cannot read manifest " << name);
   return json::parse(*text);
 }
@@ -411,10 +411,11 @@ TEST(LaunchRules, TheCheckerCatchesWhatTheFrameworkRefuses) {
       << found;
   EXPECT_NE(found.find("--no-such-flag: not an argument of Megatron-LM"), std::string::npos)
       << found;
-  const Config t = toml("[parallelism]\ndata_parallel_replicate_degree = 4\n"
-                        "data_parallel_shard_degree = 1\ntensor_parallel_degree = 2\n"
-                        "context_parallel_degree = 1\npipeline_parallel_degree = 1\n"
-                        "expert_parallel_degree = 1\n");
+  const Config t = toml(
+      "[parallelism]\ndata_parallel_replicate_degree = 4\n"
+      "data_parallel_shard_degree = 1\ntensor_parallel_degree = 2\n"
+      "context_parallel_degree = 1\npipeline_parallel_degree = 1\n"
+      "expert_parallel_degree = 1\n");
   found.clear();
   for (const std::string& v : violations(manifest("torchtitan-v0.2.2"), t)) found += v + "\n";
   EXPECT_NE(found.find("DDP has not supported > 1D parallelism"), std::string::npos) << found;
