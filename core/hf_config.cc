@@ -19,6 +19,10 @@ using nlohmann::json;
 struct Family {
   const char* model_type;
   int head_dim;  ///< 0: hidden_size / num_attention_heads
+  bool qk_norm;  ///< per-head RMSNorm of queries and keys (Qwen3), or of MLA's latents
+  /// norm_topk_prob's default: the top-k weights renormalised (false: softmax over all experts
+  /// first, the k weights kept as they are).
+  bool norm_topk;
   /// How the family turns sliding-window attention on: "" never, "use_sliding_window" when that
   /// key is true, "sliding_window" whenever that key is not null.
   const char* sliding_switch;
@@ -27,15 +31,18 @@ struct Family {
 // Qwen3Config and Qwen3MoeConfig default head_dim to 128 (transformers, configuration_qwen3.py,
 // configuration_qwen3_moe.py); Qwen2 and Qwen3 turn sliding windows on with use_sliding_window,
 // Mistral and Mixtral whenever sliding_window is set.
-constexpr Family kFamilies[] = {{"llama", 0, ""},
-                                {"mistral", 0, "sliding_window"},
-                                {"mixtral", 0, "sliding_window"},
-                                {"qwen2", 0, "use_sliding_window"},
-                                {"qwen3", 128, "use_sliding_window"},
-                                {"qwen2_moe", 0, "use_sliding_window"},
-                                {"qwen3_moe", 128, "use_sliding_window"},
-                                {"deepseek_v2", 0, ""},
-                                {"deepseek_v3", 0, ""}};
+// Mixtral renormalises its top-2 softmax weights (MixtralSparseMoeBlock); Qwen2/3-MoE and
+// DeepSeek-V2 default norm_topk_prob to false, DeepSeek-V3 to true. DeepSeek's MLA norms its
+// query and KV latents (q_a_layernorm, kv_a_layernorm).
+constexpr Family kFamilies[] = {{"llama", 0, false, true, ""},
+                                {"mistral", 0, false, true, "sliding_window"},
+                                {"mixtral", 0, false, true, "sliding_window"},
+                                {"qwen2", 0, false, true, "use_sliding_window"},
+                                {"qwen3", 128, true, true, "use_sliding_window"},
+                                {"qwen2_moe", 0, false, false, "use_sliding_window"},
+                                {"qwen3_moe", 128, true, false, "use_sliding_window"},
+                                {"deepseek_v2", 0, true, false, ""},
+                                {"deepseek_v3", 0, true, true, ""}};
 
 /// Families known not to be modelled, and why: an architecture the simulator does not have.
 struct Unmodelled {
@@ -317,6 +324,46 @@ void refuse_unmodelled_fields(ConfigReader& r, const Family& f) {
   }
 }
 
+/// rope_theta, rms_norm_eps, rope_scaling (llama3 or yarn; another kind has no launch flag
+/// and is refused) and the family's QK norm.
+void read_numerics(ConfigReader& r, ModelSpec& m, const Family& f) {
+  m.qk_norm = f.qk_norm;
+  m.rope_theta = r.number("rope_theta").value_or(0);
+  m.norm_eps = r.number("rms_norm_eps").value_or(0);
+  const json* rs = r.raw("rope_scaling");
+  if (!rs) return;
+  const std::string type =
+      rs->is_object() ? rs->value("rope_type", rs->value("type", std::string())) : "";
+  const double factor = rs->is_object() && rs->contains("factor") && (*rs)["factor"].is_number()
+                            ? (*rs)["factor"].get<double>()
+                            : 0;
+  if (type == "llama3" || type == "yarn") {
+    m.rope_scaling = type == "llama3" ? RopeScaling::kLlama3 : RopeScaling::kYarn;
+    m.rope_scaling_factor = factor;
+    return;
+  }
+  r.error("rope_scaling", "rotary scaling '" + type + "' is not modelled, got " + describe(*rs),
+          "llama3 or yarn");
+}
+
+/// The router of a MoE model: DeepSeek's scoring_func, topk_method (noaux_tc: a balancing
+/// bias), n_group, topk_group and routed_scaling_factor; everyone's norm_topk_prob.
+void read_router(ConfigReader& r, const Family& f, RouterSpec& out) {
+  out.pre_softmax = !r.boolean("norm_topk_prob").value_or(f.norm_topk);
+  const std::string score = r.string("scoring_func").value_or("softmax");
+  if (score == "sigmoid")
+    out.score = RouterScore::kSigmoid;
+  else if (score != "softmax")
+    r.error("scoring_func", "router score '" + score + "' is not modelled", "softmax or sigmoid");
+  // A sigmoid router scores each expert on its own: pre_softmax does not apply.
+  if (out.score == RouterScore::kSigmoid) out.pre_softmax = false;
+  out.expert_bias = r.string("topk_method").value_or("") == "noaux_tc";
+  out.topk_scaling = r.number("routed_scaling_factor").value_or(1.0);
+  out.groups = r.int32("n_group", kOptional);
+  out.group_topk = r.int32("topk_group", kOptional);
+  if (out.groups <= 1) out.groups = out.group_topk = 0;  // one group: no group limit
+}
+
 void read_head_dim(ConfigReader& r, ModelSpec& m, const Family& f) {
   if (r.has("head_dim")) {
     m.head_dim = r.int32("head_dim", kRequired);
@@ -370,7 +417,9 @@ Result<ModelSpec> read_model(const json& cfg, const std::string& name, const std
   m.ffn_hidden = r.integer("intermediate_size", !qwen_moe).value_or(0);
   read_head_dim(r, m, *family);
   read_moe(r, m, json_key);
+  if (m.moe) read_router(r, *family, m.moe->router);
   read_mla(r, m, json_key);
+  read_numerics(r, m, *family);
 
   // validate_model's findings, moved onto the JSON field they concern; a field already reported
   // (missing, wrong type) is not reported twice.

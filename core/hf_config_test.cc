@@ -51,6 +51,21 @@ void expect_same_as_zoo(const ModelSpec& m, const std::string& zoo_name) {
     EXPECT_EQ(m.moe->expert_ffn_hidden, z->moe->expert_ffn_hidden);
     EXPECT_EQ(m.moe->dense_layers, z->moe->dense_layers);
   }
+  // The numerics a launch config needs, as the config.json gives them.
+  EXPECT_EQ(m.qk_norm, z->qk_norm);
+  EXPECT_DOUBLE_EQ(m.rope_theta, z->rope_theta);
+  EXPECT_DOUBLE_EQ(m.norm_eps, z->norm_eps);
+  EXPECT_EQ(m.rope_scaling, z->rope_scaling);
+  EXPECT_DOUBLE_EQ(m.rope_scaling_factor, z->rope_scaling_factor);
+  if (m.moe) {
+    const RouterSpec &a = m.moe->router, &b = z->moe->router;
+    EXPECT_EQ(a.score, b.score);
+    EXPECT_EQ(a.pre_softmax, b.pre_softmax);
+    EXPECT_EQ(a.expert_bias, b.expert_bias);
+    EXPECT_DOUBLE_EQ(a.topk_scaling, b.topk_scaling);
+    EXPECT_EQ(a.groups, b.groups);
+    EXPECT_EQ(a.group_topk, b.group_topk);
+  }
   ASSERT_EQ(m.mla.has_value(), z->mla.has_value());
   if (m.mla) {
     EXPECT_EQ(m.mla->q_lora_rank, z->mla->q_lora_rank);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/builtin_profiles.h"
+#include "core/model_numerics_json.h"
 #include "core/names.h"
 
 namespace parallax {
@@ -160,7 +161,8 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
   Diagnostics d;
   JsonFields f(j, where, &d);
   f.reject_unknown({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
-                    "ffn_act", "vocab", "tied_embeddings", "dropout", "moe", "mla"});
+                    "ffn_act", "vocab", "tied_embeddings", "dropout", "moe", "mla", "qk_norm",
+                    "rope_theta", "norm_eps", "rope_scaling"});
   ModelSpec m;
   m.name = f.string("name", "custom");
   m.layers = static_cast<int>(f.integer("layers"));
@@ -173,6 +175,7 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
   m.vocab = f.integer("vocab");
   m.tied_embeddings = f.boolean("tied_embeddings", false);
   m.dropout = f.number("dropout", 0.0);
+  detail::read_model_numerics(f, where, &d, &m);
   const std::string act = f.string("ffn_act", "swiglu");
   if (auto a = parse_ffn_act(act))
     m.ffn_act = *a;
@@ -180,13 +183,15 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
     d.push_back({f.path("ffn_act"), "unknown activation '" + act + "'", "valid: gelu, swiglu"});
   if (const Json* moe = f.object("moe")) {
     JsonFields e(*moe, where + "/moe", &d);
-    e.reject_unknown({"experts", "top_k", "shared_experts", "expert_ffn_hidden", "dense_layers"});
+    e.reject_unknown(
+        {"experts", "top_k", "shared_experts", "expert_ffn_hidden", "dense_layers", "router"});
     MoeSpec s;
     s.experts = static_cast<int>(e.integer("experts"));
     s.top_k = static_cast<int>(e.integer("top_k"));
     s.shared_experts = static_cast<int>(e.integer("shared_experts", 0));
     s.expert_ffn_hidden = e.integer("expert_ffn_hidden");
     s.dense_layers = static_cast<int>(e.integer("dense_layers", 0));
+    detail::read_router(e, where + "/moe", &d, &s.router);
     m.moe = s;
   }
   m.ffn_hidden = f.integer("ffn_hidden",
@@ -237,6 +242,7 @@ Json to_json(const ModelSpec& m) {
                 {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
                 {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
                 {"v_head_dim", m.mla->v_head_dim}};
+  detail::write_model_numerics(m, &j);
   return j;
 }
 

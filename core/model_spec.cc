@@ -81,6 +81,28 @@ Diagnostics validate_model(const ModelSpec& m, const std::string& where) {
       out.push_back({where + "/mla/v_head_dim",
                      "must be positive, got " + std::to_string(m.mla->v_head_dim), ""});
   }
+  if (!(m.rope_theta >= 0) || !(m.norm_eps >= 0) || !(m.rope_scaling_factor >= 0))
+    out.push_back({where + "/rope_theta",
+                   "rope_theta, norm_eps and rope_scaling.factor must be non-negative numbers",
+                   ""});
+  if (m.rope_scaling != RopeScaling::kNone && !(m.rope_scaling_factor > 0))
+    out.push_back(
+        {where + "/rope_scaling/factor",
+         "a rotary scaling needs a positive factor, got " + std::to_string(m.rope_scaling_factor),
+         ""});
+  if (m.moe) {
+    const RouterSpec& r = m.moe->router;
+    if (!(r.topk_scaling > 0))
+      out.push_back({where + "/moe/router/topk_scaling",
+                     "must be positive, got " + std::to_string(r.topk_scaling), ""});
+    if (r.groups < 0 || r.group_topk < 0 || (r.groups > 0 && m.moe->experts % r.groups != 0) ||
+        r.group_topk > r.groups)
+      out.push_back(
+          {where + "/moe/router/groups",
+           "groups must divide the experts and group_topk be at most groups, got groups=" +
+               std::to_string(r.groups) + " group_topk=" + std::to_string(r.group_topk),
+           ""});
+  }
   if (m.dropout < 0 || m.dropout >= 1)
     out.push_back(
         {where + "/dropout", "dropout must be in [0, 1), got " + std::to_string(m.dropout), ""});

@@ -11,6 +11,22 @@ namespace parallax {
 
 enum class FfnAct { kGelu, kSwiglu };  ///< gelu: 2 matrices (up, down); swiglu: 3 (gate, up, down)
 
+/// How a router turns its logits into the weights of the top-k experts.
+enum class RouterScore { kSoftmax, kSigmoid };
+
+/// Routing as the model defines it. No cost the simulator counts depends on it; a launch config
+/// needs it to build the same model (Megatron-LM's --moe-router-* arguments).
+struct RouterSpec {
+  RouterScore score = RouterScore::kSoftmax;
+  /// Softmax over every expert before the top-k, the k weights not renormalised (Qwen2-MoE,
+  /// DeepSeek-V2: norm_topk_prob false). Otherwise the top-k scores are normalised.
+  bool pre_softmax = false;
+  bool expert_bias = false;   ///< aux-loss-free balancing bias on the scores (DeepSeek-V3)
+  double topk_scaling = 1.0;  ///< the routed weights' factor (routed_scaling_factor)
+  int groups = 0;             ///< expert groups of group-limited routing; 0: none
+  int group_topk = 0;         ///< groups a token may route to
+};
+
 /// Mixture-of-experts feed-forward. Layers [0, dense_layers) are dense; the rest are MoE.
 struct MoeSpec {
   int experts = 0;
@@ -18,7 +34,11 @@ struct MoeSpec {
   int shared_experts = 0;         ///< each of width expert_ffn_hidden (DeepSeek/Qwen style)
   int64_t expert_ffn_hidden = 0;  ///< per expert MLP width
   int dense_layers = 0;           ///< leading dense layers (DeepSeek-V3: 3)
+  RouterSpec router;
 };
+
+/// Rotary-embedding context extension.
+enum class RopeScaling { kNone, kLlama3, kYarn };
 
 /// Multi-head latent attention (DeepSeek-V2/V3).
 struct MlaSpec {
@@ -41,6 +61,14 @@ struct ModelSpec {
   int64_t vocab = 0;
   bool tied_embeddings = false;
   double dropout = 0;  ///< hidden and attention dropout probability (GPT-era training: 0.1)
+  // Numerics: no cost the simulator counts depends on them (a norm of a head's queries and keys
+  // is <0.1% of a layer); a launch config needs them to build the same model. 0: not given, the
+  // framework's default applies.
+  bool qk_norm = false;   ///< RMSNorm of each head's queries and keys (Qwen3; MLA's latents)
+  double rope_theta = 0;  ///< rotary base
+  double norm_eps = 0;    ///< epsilon of the layer norms
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  double rope_scaling_factor = 0;  ///< context extension factor of rope_scaling
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
 

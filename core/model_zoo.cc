@@ -51,6 +51,31 @@ ModelSpec with_moe(ModelSpec m, MoeSpec moe) {
   return m;
 }
 
+/// The numerics of the model's config.json (rope_theta, rms_norm_eps, rope_scaling).
+ModelSpec with_numerics(ModelSpec m, double rope_theta, double norm_eps,
+                        RopeScaling scaling = RopeScaling::kNone, double factor = 0) {
+  m.rope_theta = rope_theta;
+  m.norm_eps = norm_eps;
+  m.rope_scaling = scaling;
+  m.rope_scaling_factor = factor;
+  return m;
+}
+
+/// Llama 3.1: rope_theta 500000, rms_norm_eps 1e-5, llama3 rotary scaling by 8.
+ModelSpec llama31(const char* name, int layers, int64_t hidden, int heads, int64_t ffn_hidden) {
+  return with_numerics(llama(name, layers, hidden, heads, 8, ffn_hidden, 128256), 500000, 1e-5,
+                       RopeScaling::kLlama3, 8);
+}
+
+/// Qwen3 MoE: QK norm, rope_theta 1e6, rms_norm_eps 1e-6, the top-8 weights renormalised.
+ModelSpec qwen3_moe(const char* name, int layers, int64_t hidden, int heads, int64_t ffn_hidden,
+                    int64_t expert_ffn_hidden) {
+  ModelSpec m = with_numerics(llama(name, layers, hidden, heads, 4, ffn_hidden, 151936), 1e6, 1e-6);
+  m.qk_norm = true;
+  m.moe = MoeSpec{.experts = 128, .top_k = 8, .expert_ffn_hidden = expert_ffn_hidden};
+  return m;
+}
+
 PublishedSize dense(double params, const char* source) { return {params, source, params}; }
 
 // Sources of the published sizes (and of the dimensions, unless noted beside an entry).
@@ -117,43 +142,57 @@ std::vector<ZooEntry> build_zoo() {
   z.push_back({gpt("gpt-h100-462b", 112, 18432, 144, 131072, false), dense(462e9, kMlmH100)});
 
   // Llama 2 and 3.1 (Hugging Face config.json of the meta-llama repositories).
-  z.push_back({llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000), dense(6.74e9, kLlama2_7b)});
-  z.push_back({llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000), dense(68.98e9, kLlama2_70b)});
-  z.push_back({llama("llama3.1-8b", 32, 4096, 32, 8, 14336, 128256), dense(8.03e9, kLlama31_8b)});
-  z.push_back({llama("llama3.1-70b", 80, 8192, 64, 8, 28672, 128256), dense(70.6e9, kLlama31_70b)});
-  z.push_back(
-      {llama("llama3.1-405b", 126, 16384, 128, 8, 53248, 128256), dense(405.9e9, kLlama31_405b)});
+  // Llama 2: rope_theta 10000, rms_norm_eps 1e-5.
+  z.push_back({with_numerics(llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000), 10000, 1e-5),
+               dense(6.74e9, kLlama2_7b)});
+  z.push_back({with_numerics(llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000), 10000, 1e-5),
+               dense(68.98e9, kLlama2_70b)});
+  z.push_back({llama31("llama3.1-8b", 32, 4096, 32, 14336), dense(8.03e9, kLlama31_8b)});
+  z.push_back({llama31("llama3.1-70b", 80, 8192, 64, 28672), dense(70.6e9, kLlama31_70b)});
+  z.push_back({llama31("llama3.1-405b", 126, 16384, 128, 53248), dense(405.9e9, kLlama31_405b)});
 
   // Mixtral (mistralai config.json): 8 experts, top-2, every layer MoE, expert width =
   // intermediate_size. 8x22B uses the 32768-token v3 vocabulary of the mistralai repository.
-  z.push_back({with_moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000),
-                        MoeSpec{.experts = 8, .top_k = 2, .expert_ffn_hidden = 14336}),
-               {46.7e9, kMixtral8x7b, 12.9e9}});
-  z.push_back({with_moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768),
-                        MoeSpec{.experts = 8, .top_k = 2, .expert_ffn_hidden = 16384}),
-               {141e9, kMixtral8x22b, 39e9}});
+  // rope_theta 1e6, rms_norm_eps 1e-5.
+  z.push_back(
+      {with_numerics(with_moe(llama("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000),
+                              MoeSpec{.experts = 8, .top_k = 2, .expert_ffn_hidden = 14336}),
+                     1e6, 1e-5),
+       {46.7e9, kMixtral8x7b, 12.9e9}});
+  z.push_back(
+      {with_numerics(with_moe(llama("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768),
+                              MoeSpec{.experts = 8, .top_k = 2, .expert_ffn_hidden = 16384}),
+                     1e6, 1e-5),
+       {141e9, kMixtral8x22b, 39e9}});
 
   // Qwen3 MoE (Qwen config.json): 128 experts, top-8, no shared expert, every layer MoE
   // (decoder_sparse_step 1, mlp_only_layers []); head_dim 128 differs from hidden/heads.
   // ffn_hidden keeps intermediate_size, which no layer of these models uses.
-  z.push_back({with_moe(llama("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936),
-                        MoeSpec{.experts = 128, .top_k = 8, .expert_ffn_hidden = 768}),
-               {30.5e9, kQwen3_30b, 3.3e9}});
-  z.push_back({with_moe(llama("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936),
-                        MoeSpec{.experts = 128, .top_k = 8, .expert_ffn_hidden = 1536}),
-               {235e9, kQwen3_235b, 22e9}});
+  z.push_back({qwen3_moe("qwen3-30b-a3b", 48, 2048, 32, 6144, 768), {30.5e9, kQwen3_30b, 3.3e9}});
+  z.push_back(
+      {qwen3_moe("qwen3-235b-a22b", 94, 4096, 64, 12288, 1536), {235e9, kQwen3_235b, 22e9}});
 
   // DeepSeek-V3 (deepseek-ai config.json): MLA, first 3 layers dense (ffn 18432), then 256
   // routed experts top-8 plus 1 shared, expert width 2048. head_dim is the qk head dim
   // (nope 128 + rope 64). The multi-token-prediction module is not part of the model here.
   {
-    ModelSpec m = llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280);
+    // Numerics: rope_theta 10000, rms_norm_eps 1e-6, YaRN by 40; the MLA latents are normed;
+    // sigmoid routing with a balancing bias over 8 groups (a token in the top 4), the routed
+    // weights renormalised and scaled by 2.5.
+    ModelSpec m = with_numerics(llama("deepseek-v3", 61, 7168, 128, 128, 18432, 129280), 10000,
+                                1e-6, RopeScaling::kYarn, 40);
     m.head_dim = 128 + 64;
+    m.qk_norm = true;
     m.moe = MoeSpec{.experts = 256,
                     .top_k = 8,
                     .shared_experts = 1,
                     .expert_ffn_hidden = 2048,
-                    .dense_layers = 3};
+                    .dense_layers = 3,
+                    .router = RouterSpec{.score = RouterScore::kSigmoid,
+                                         .expert_bias = true,
+                                         .topk_scaling = 2.5,
+                                         .groups = 8,
+                                         .group_topk = 4}};
     m.mla = MlaSpec{.q_lora_rank = 1536,
                     .kv_lora_rank = 512,
                     .qk_nope_head_dim = 128,

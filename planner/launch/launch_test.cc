@@ -586,17 +586,17 @@ TEST(LaunchTorchTitan, RefusesExpertTensorParallelOtherThanOneOrTp) {
   p.fsdp = true;
   p.ep = 2;
   p.etp = 2;
-  expect_refused(LaunchTarget::kTorchTitan, request("mixtral-8x7b", p),
+  expect_refused(LaunchTarget::kTorchTitan, request("qwen3-30b-a3b", p),
                  "expert tensor parallelism is 1 or tp=4, got etp=2");
 }
 
 TEST(LaunchTorchTitan, RefusesExpertsWithoutShardedRanksToBorrow) {
   ParallelPlan p = llama8b_plan(4);  // replicated (DDP): no FSDP ranks for the experts
   p.ep = 2;
-  expect_refused(LaunchTarget::kTorchTitan, request("mixtral-8x7b", p),
+  expect_refused(LaunchTarget::kTorchTitan, request("qwen3-30b-a3b", p),
                  "plan/parallel/ep: TorchTitan lays ep=2 over the FSDP-shard x cp x tp");
   p.fsdp = true;
-  EXPECT_TRUE(check_launch(LaunchTarget::kTorchTitan, request("mixtral-8x7b", p)).empty());
+  EXPECT_TRUE(check_launch(LaunchTarget::kTorchTitan, request("qwen3-30b-a3b", p)).empty());
 }
 
 // ---- torchrun and Slurm -----------------------------------------------------------------------
@@ -669,6 +669,52 @@ TEST(LaunchCheck, InvalidPlanIsRefusedForEveryTarget) {
     expect_refused(t, request("llama3.1-8b", p),
                    "plan/batch/global_batch: gbs=60 must be a multiple of dp*mbs=8");
   }
+}
+
+// The model's numerics go into Megatron's arguments: Qwen3's QK norm and rotary base.
+TEST(LaunchMegatron, ModelNumericsBuildTheSameModel) {
+  LaunchRequest r;
+  r.model = find_zoo_model("qwen3-30b-a3b", "t").value();
+  r.cluster = {h100(), 64};
+  r.plan.tp = 1;
+  r.plan.dp = 64;
+  r.plan.ep = 8;
+  r.plan.global_batch = 256;
+  r.plan.seq_len = 4096;
+  auto t = emit_launch(LaunchTarget::kMegatron, r);
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  for (const char* line :
+       {"--qk-layernorm \\\n", "--rotary-base 1000000 \\\n", "--norm-epsilon 1e-06 \\\n"})
+    EXPECT_NE(t->find(line), std::string::npos) << line << *t;
+  // Qwen3's router renormalises its top-8 weights: no pre-softmax flag.
+  EXPECT_EQ(t->find("--moe-router-pre-softmax"), std::string::npos) << *t;
+}
+
+// TorchTitan's own limits: no Mixtral model, no CP for its DeepSeek-V3, DDP only alone.
+TEST(LaunchTorchTitan, RefusesModelsAndLayoutsItHasNot) {
+  LaunchRequest r;
+  r.model = find_zoo_model("mixtral-8x7b", "t").value();
+  r.cluster = {h100(), 64};
+  r.plan.dp = 64;
+  r.plan.fsdp = true;
+  r.plan.global_batch = 256;
+  r.plan.seq_len = 4096;
+  EXPECT_TRUE(mentions(check_launch(LaunchTarget::kTorchTitan, r),
+                       "TorchTitan has no MoE model of this architecture"));
+  r.model = find_zoo_model("deepseek-v3", "t").value();
+  r.plan.dp = 32;
+  r.plan.cp = 2;
+  EXPECT_TRUE(mentions(check_launch(LaunchTarget::kTorchTitan, r),
+                       "runs FlexAttention, which its context parallelism does not support"));
+  r.model = find_zoo_model("llama3.1-8b", "t").value();
+  r.plan.cp = 1;
+  r.plan.tp = 2;
+  r.plan.sequence_parallel = true;
+  r.plan.fsdp = false;
+  EXPECT_TRUE(mentions(check_launch(LaunchTarget::kTorchTitan, r),
+                       "DDP has not supported > 1D parallelism"));
+  r.plan.fsdp = true;
+  EXPECT_TRUE(check_launch(LaunchTarget::kTorchTitan, r).empty());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 // that is not a multiple of pp; validate_plan already reports that one. There is no zero-bubble
 // schedule flag.
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,34 @@ void add_attention_shape(const ModelSpec& m, std::vector<std::string>& a) {
     a.push_back(flag("--kv-channels", m.head_dim));
 }
 
+/// The model's numerics where it gives them (Megatron's defaults otherwise): QK norm, rotary
+/// base and scaling, norm epsilon.
+void add_numerics(const ModelSpec& m, std::vector<std::string>& a) {
+  if (m.qk_norm) a.push_back("--qk-layernorm");
+  if (m.rope_theta > 0) a.push_back(flag("--rotary-base", std::llround(m.rope_theta)));
+  if (m.norm_eps > 0) a.push_back("--norm-epsilon " + number_text(m.norm_eps));
+  if (m.rope_scaling == RopeScaling::kLlama3) {
+    a.push_back("--use-rope-scaling");
+    a.push_back("--rope-scaling-factor " + number_text(m.rope_scaling_factor));
+  } else if (m.rope_scaling == RopeScaling::kYarn) {
+    // MLA applies YaRN by default (--rope-type); the factor is its --rotary-scaling-factor.
+    a.push_back("--rotary-scaling-factor " + number_text(m.rope_scaling_factor));
+  }
+}
+
+/// The router as the model defines it (--moe-router-*).
+void add_router(const RouterSpec& r, std::vector<std::string>& a) {
+  if (r.score == RouterScore::kSigmoid) a.push_back("--moe-router-score-function sigmoid");
+  if (r.pre_softmax) a.push_back("--moe-router-pre-softmax");
+  if (r.expert_bias) a.push_back("--moe-router-enable-expert-bias");
+  if (r.topk_scaling != 1.0)
+    a.push_back("--moe-router-topk-scaling-factor " + number_text(r.topk_scaling));
+  if (r.groups > 0) {
+    a.push_back(flag("--moe-router-num-groups", r.groups));
+    a.push_back(flag("--moe-router-group-topk", r.group_topk));
+  }
+}
+
 void add_model_shape(const LaunchRequest& r, std::vector<std::string>& a) {
   const ModelSpec& m = r.model;
   a.push_back(flag("--num-layers", m.layers));
@@ -71,6 +100,7 @@ void add_model_shape(const LaunchRequest& r, std::vector<std::string>& a) {
     a.push_back("--position-embedding-type learned_absolute");
   }
   if (!m.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
+  add_numerics(m, a);
   // Megatron's defaults are 0.1; the model's own value (0 for modern models) goes in explicitly.
   a.push_back(flag("--attention-dropout", number_text(m.dropout)));
   a.push_back(flag("--hidden-dropout", number_text(m.dropout)));
@@ -88,6 +118,7 @@ void add_moe(const LaunchRequest& r, std::vector<std::string>& a) {
     a.push_back(flag("--moe-shared-expert-intermediate-size",
                      static_cast<int64_t>(e.shared_experts) * e.expert_ffn_hidden));
   if (e.dense_layers > 0) a.push_back(flag("--moe-layer-freq", moe_layer_pattern(m)));
+  add_router(e.router, a);
   a.push_back("--moe-grouped-gemm");
   // arguments.py recommends the all-to-all dispatcher with expert parallelism.
   if (r.plan.ep > 1) a.push_back("--moe-token-dispatcher-type alltoall");
@@ -153,6 +184,10 @@ bool uses_megatron_fsdp(const ParallelPlan& p) { return p.fsdp || p.zero_stage >
 void check_megatron(const LaunchRequest& r, RuleSink& sink) {
   const ParallelPlan& p = r.plan;
   const ModelSpec& m = r.model;
+  if (m.rope_scaling == RopeScaling::kYarn && !m.mla)
+    sink.refuse_at("model/rope_scaling",
+                   "Megatron-LM core_v0.15 applies YaRN rotary scaling only to MLA models",
+                   "--position-embedding-type yarn exists from core_v0.18");
   if (p.recompute == Recompute::kSelectiveOp)
     sink.refuse("recompute",
                 "Megatron-LM has no per-op selective checkpointing (selective-op is PyTorch's, "
@@ -222,13 +257,19 @@ std::vector<std::string> megatron_common_notes(const LaunchRequest& r) {
       "Data, tokenizer (vocabulary " + std::to_string(r.model.vocab) +
       "), optimizer, learning-rate and checkpoint arguments are not part of the plan: add "
       "your own."};
-  notes.push_back(
-      "The model spec has no rotary base or scaling, norm epsilon or initialisation: add the "
-      "model's own (Megatron-LM's defaults otherwise apply).");
-  if (r.model.moe)
+  const ModelSpec& m = r.model;
+  if (m.rope_theta <= 0 || m.norm_eps <= 0)
     notes.push_back(
-        "Router settings (load-balancing loss, score function, capacity factor) are "
-        "not part of the plan: add the model's own.");
+        "The model spec gives no rotary base or norm epsilon: add the model's own "
+        "(Megatron-LM's defaults otherwise apply).");
+  if (m.rope_scaling == RopeScaling::kYarn)
+    notes.push_back(
+        "YaRN's other parameters (--mscale, --mscale-all-dim, beta) are not in the model spec: "
+        "add the model's own (DeepSeek-V3: --mscale 1.0 --mscale-all-dim 1.0).");
+  if (m.moe)
+    notes.push_back(
+        "The load-balancing loss and its coefficient and the capacity factor are training "
+        "choices, not part of the plan: add your own.");
   const ParallelPlan& p = r.plan;
   if (uses_megatron_fsdp(p))
     notes.push_back(std::string(p.shards_params() ? "ZeRO-3/FSDP" : "ZeRO-2") +

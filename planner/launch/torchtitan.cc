@@ -145,6 +145,14 @@ void check_torchtitan(const LaunchRequest& r, RuleSink& sink) {
                    "TorchTitan's decoders (Llama 3, Qwen3, DeepSeek-V3, gpt-oss) are SwiGLU "
                    "models; it has no GELU (GPT-style) decoder",
                    "use --target megatron");
+  // torchtitan/models (v0.2.2): its MoE decoders are DeepSeek-V3 (MLA), Qwen3 (QK norm), Llama 4
+  // and gpt-oss; a Mixtral-style model (GQA without QK norm) has no model definition there.
+  if (r.model.moe && !r.model.mla && !r.model.qk_norm)
+    sink.refuse_at(
+        "model/moe",
+        "TorchTitan has no MoE model of this architecture (GQA experts without QK "
+        "norm, as Mixtral); its MoE decoders are DeepSeek-V3, Qwen3, Llama 4 and gpt-oss",
+        "use --target megatron");
   // torchtitan/models/deepseek_v3/infra/parallelize.py (v0.2.2): "Context Parallel only supports
   // SDPA attention"; its MLA flavors run FlexAttention (or varlen), whose heads differ in size.
   if (r.model.mla && p.cp > 1)

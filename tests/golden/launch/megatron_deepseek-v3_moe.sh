@@ -1,7 +1,7 @@
 # Megatron-LM pretrain_gpt.py arguments (they follow `pretrain_gpt.py \` in a launcher): deepseek-v3 on 256 x h100-sxm-80gb: tp=2 pp=1 vpp=1 dp=128 cp=1 ep=64 etp=1, mbs=1 gbs=1024 seq=4096
 # Data, tokenizer (vocabulary 129280), optimizer, learning-rate and checkpoint arguments are not part of the plan: add your own.
-# The model spec has no rotary base or scaling, norm epsilon or initialisation: add the model's own (Megatron-LM's defaults otherwise apply).
-# Router settings (load-balancing loss, score function, capacity factor) are not part of the plan: add the model's own.
+# YaRN's other parameters (--mscale, --mscale-all-dim, beta) are not in the model spec: add the model's own (DeepSeek-V3: --mscale 1.0 --mscale-all-dim 1.0).
+# The load-balancing loss and its coefficient and the capacity factor are training choices, not part of the plan: add your own.
 # Set CUDA_DEVICE_MAX_CONNECTIONS=1: Megatron-LM requires it with tp > 1 or cp > 1 (before Blackwell).
 --num-layers 61 \
 --hidden-size 7168 \
@@ -20,6 +20,10 @@
 --position-embedding-type rope \
 --disable-bias-linear \
 --untie-embeddings-and-output-weights \
+--qk-layernorm \
+--rotary-base 10000 \
+--norm-epsilon 1e-06 \
+--rotary-scaling-factor 40 \
 --attention-dropout 0 \
 --hidden-dropout 0 \
 --num-experts 256 \
@@ -27,6 +31,11 @@
 --moe-ffn-hidden-size 2048 \
 --moe-shared-expert-intermediate-size 2048 \
 --moe-layer-freq '([0]*3+[1]*58)' \
+--moe-router-score-function sigmoid \
+--moe-router-enable-expert-bias \
+--moe-router-topk-scaling-factor 2.5 \
+--moe-router-num-groups 8 \
+--moe-router-group-topk 4 \
 --moe-grouped-gemm \
 --moe-token-dispatcher-type alltoall \
 --tensor-model-parallel-size 2 \
