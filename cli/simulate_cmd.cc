@@ -12,7 +12,7 @@ void add_simulate_command(CLI::App& app, int* exit_code) {
   struct Opts {
     LayoutFlags layout;
     std::string format = "table", trace;
-    bool full_ranks = false;
+    bool full_ranks = false, trace_all = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -20,7 +20,12 @@ void add_simulate_command(CLI::App& app, int* exit_code) {
   add_layout_flags(cmd, &o->layout);
   cmd->add_option("--format", o->format, "output format: table | json")
       ->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace of the step to this file");
+  cmd->add_option("--trace", o->trace,
+                  "write a Chrome/Perfetto trace of the step to this file: the operators of the "
+                  "first 4 microbatches of each stage, the data-parallel and optimizer spans and "
+                  "a memory track per rank");
+  cmd->add_flag("--trace-all", o->trace_all,
+                "the trace keeps every microbatch's operators (large for long pipelines)");
   cmd->add_flag("--full-ranks", o->full_ranks,
                 "simulate every rank instead of one per pipeline stage (slow; for checks)");
   cmd->footer(
@@ -42,7 +47,8 @@ void add_simulate_command(CLI::App& app, int* exit_code) {
       return;
     }
     if (!o->trace.empty()) {
-      auto w = write_file_atomic(o->trace, chrome_trace(rep.value()).dump());
+      auto w = write_file_atomic(
+          o->trace, chrome_trace(rep.value(), TraceOptions{o->trace_all ? 0 : 4}).dump());
       if (!w) {
         *exit_code = report_errors(w.errors());
         return;

@@ -136,8 +136,18 @@ class Replay {
     compute_free_[e] = end;
     RankOutcome& out = res_.ranks[e];
     for (int c = 0; c < kNumCategories; ++c) out.busy_by_category[c] += pc.by_category[c];
+    const double stored_before = act_[e].current_bytes();
     act_[e].run(st, op.kind);
     out.peak_activation_bytes = act_[e].peak_bytes();
+    if (s_.record_trace) {
+      // The pass's own working memory on top while it runs (ActivationLedger::run).
+      const bool holds_transient =
+          op.kind == PassKind::kForward ? st.has_output : op.kind != PassKind::kBackwardWeight;
+      const double stored_during =
+          op.kind == PassKind::kForward ? act_[e].current_bytes() : stored_before;
+      res_.memory.push_back({e, start, stored_during + (holds_transient ? st.transient_bytes : 0)});
+      res_.memory.push_back({e, end, act_[e].current_bytes()});
+    }
     const int i = idx(vs, op.microbatch);
     if (op.kind == PassKind::kForward) {
       fin_f_[e][i] = end;

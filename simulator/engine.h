@@ -56,6 +56,7 @@ class ActivationLedger {
     if (kind == PassKind::kBackwardWeight) current_ -= st.weight_input_bytes_per_microbatch;
   }
   double peak_bytes() const { return peak_; }
+  double current_bytes() const { return current_; }  ///< stored now, between passes
 
  private:
   double current_ = 0, peak_ = 0;
@@ -97,11 +98,20 @@ struct RankOutcome {
   double last_backward_end_s = 0;
 };
 
+/// Activations one rank holds at a moment of the step (with record_trace): at the start of a
+/// pass, those stored plus the pass's working memory; after it, those stored.
+struct ActivationSample {
+  int rank = 0;
+  double time_s = 0;
+  double activation_bytes = 0;
+};
+
 struct EngineResult {
   double step_time_s = 0;
   std::vector<RankOutcome> ranks;  ///< per simulated entity
   std::vector<int> stage_of_rank;  ///< pipeline rank of each entity
   std::vector<TraceSpan> trace;
+  std::vector<ActivationSample> memory;  ///< with record_trace, in the order passes ran
   int64_t events = 0;
 };
 

@@ -113,10 +113,35 @@ Json to_json(const StepReport& r) {
   return j;
 }
 
-Json chrome_trace(const StepReport& r) {
+namespace {
+
+/// The memory track of each rank: its stage's parameter state (constant over the step) plus
+/// the activations it holds, in GiB, as a Perfetto counter.
+void add_memory_counters(const StepReport& r, Json* events) {
+  for (const ActivationSample& m : r.engine.memory) {
+    const int stage = r.engine.stage_of_rank[m.rank];
+    const MemoryBreakdown& mb = r.stages[stage].memory;
+    const double state = mb.total() - mb.activations_bytes;
+    events->push_back(
+        {{"ph", "C"},
+         {"name", "memory GiB"},
+         {"pid", m.rank},
+         {"ts", m.time_s * 1e6},
+         {"args", {{"state", state / kGiB}, {"activations", m.activation_bytes / kGiB}}}});
+  }
+}
+
+}  // namespace
+
+Json chrome_trace(const StepReport& r, const TraceOptions& opt) {
   Json events = Json::array();
   std::set<std::pair<int, int>> named;
+  int64_t left_out = 0;
   for (const auto& s : r.engine.trace) {
+    if (opt.microbatches > 0 && s.microbatch >= opt.microbatches) {
+      ++left_out;
+      continue;
+    }
     const int tid = static_cast<int>(s.stream);
     if (named.insert({s.rank, tid}).second) {
       events.push_back({{"ph", "M"},
@@ -146,7 +171,15 @@ Json chrome_trace(const StepReport& r) {
                       {"dur", (s.end_s - s.start_s) * 1e6},
                       {"args", args}});
   }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  add_memory_counters(r, &events);
+  Json out = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  if (left_out > 0)
+    out["otherData"] = {{"note", "operators of microbatches 0-" +
+                                     std::to_string(opt.microbatches - 1) + " of " +
+                                     std::to_string(r.plan.num_microbatches()) + " per stage; " +
+                                     std::to_string(left_out) +
+                                     " spans of the others left out (--trace-all keeps them)"}};
+  return out;
 }
 
 }  // namespace parallax

@@ -11,8 +11,17 @@ namespace parallax {
 
 std::string format_table(const StepReport& r);
 Json to_json(const StepReport& r);
-/// Chrome trace-event JSON: one process per simulated rank, one thread per stream; needs a
-/// report simulated with record_trace.
-Json chrome_trace(const StepReport& r);
+/// What a trace holds. A step of many microbatches on many stages is too large to open in a
+/// browser (a DeepSeek-V3 step on 16 stages: 995 MB), so by default the operators of the first
+/// few microbatches of each stage are kept, with the data-parallel, optimizer and memory tracks
+/// of the whole step.
+struct TraceOptions {
+  int microbatches = 4;  ///< per stage; 0: every one
+};
+
+/// Chrome trace-event JSON: one process per simulated rank, one thread per stream, and a memory
+/// counter per rank (parameter state plus activations, GiB); needs a report simulated with
+/// record_trace.
+Json chrome_trace(const StepReport& r, const TraceOptions& opt = {});
 
 }  // namespace parallax

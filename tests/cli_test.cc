@@ -340,6 +340,39 @@ TEST(CliTrace, WritesAValidChromeTrace) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"step.json"});
 }
 
+// A long pipeline's trace keeps the operators of the first 4 microbatches of each stage (all
+// with --trace-all) and a memory counter per rank whose highest value is the reported peak.
+TEST(CliTrace, BoundedByDefaultWithAMemoryTrack) {
+  ScratchDir dir;
+  const std::string args =
+      "simulate --model llama3.1-8b --gpus 16 --tp 2 --pp 4 --gbs 64 --seq 4096 --format json";
+  auto run = [&](const std::string& extra) {
+    const std::string trace = dir.file("t" + std::to_string(extra.size()) + ".json");
+    const CliRun r = Parallax(args + " --trace " + Quote(trace) + extra, Streams::kStdoutOnly);
+    EXPECT_EQ(r.exit_code, 0) << r;
+    return std::make_pair(ParseOrFail(r.out, "stdout"),
+                          ParseOrFail(read_file(trace).value_or(""), trace));
+  };
+  const auto [report, bounded] = run("");
+  int late = 0, counters = 0;
+  double highest = 0;
+  for (const auto& e : bounded["traceEvents"]) {
+    if (e["ph"] == "X" && e["args"].contains("microbatch") && e["args"]["microbatch"] >= 4) ++late;
+    if (e["ph"] != "C") continue;
+    ++counters;
+    highest = std::max(highest,
+                       e["args"]["state"].get<double>() + e["args"]["activations"].get<double>());
+  }
+  EXPECT_EQ(late, 0);
+  EXPECT_GT(counters, 0);
+  EXPECT_NEAR(highest, report["peak_memory_gib"].get<double>(), 1e-6);
+  EXPECT_TRUE(bounded["otherData"]["note"].get<std::string>().find("--trace-all") !=
+              std::string::npos);
+  const auto [unused, all] = run(" --trace-all");
+  EXPECT_GT(all["traceEvents"].size(), bounded["traceEvents"].size());
+  EXPECT_FALSE(all.contains("otherData"));
+}
+
 TEST(CliTrace, BadInputWritesNoFile) {
   ScratchDir dir;
   const std::string trace = dir.file("step.json");
