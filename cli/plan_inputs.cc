@@ -33,6 +33,9 @@ void add_plan_flags(CLI::App* cmd, PlanFlags* f) {
                   "throughput (default) | time-to-train | cost (GPU-hours; may use fewer GPUs); "
                   "the last two need --tokens");
   cmd->add_option("--tokens", f->tokens, "token budget to train, e.g. 15e12");
+  cmd->add_option("--max-days", f->max_days,
+                  "with --tokens: keep only plans that train them within this many days (a "
+                  "deadline for --objective cost, which may otherwise pick a few GPUs for years)");
   cmd->add_option("--framework", f->framework,
                   std::string("keep only plans this framework runs, simulated with its stack and "
                               "its switches searched (torchtitan: per-op selective recompute, SDPA "
@@ -123,6 +126,7 @@ SearchOptions search_options(const PlanFlags& f) {
   SearchOptions o;
   o.objective = parse_objective(f.objective).value_or(Objective::kThroughput);
   o.token_budget = f.tokens;
+  o.max_days = f.max_days;
   o.threads = f.threads;
   return o;
 }

@@ -12,7 +12,7 @@ namespace parallax::cli {
 
 struct PlanFlags {
   std::string objective = "throughput", framework, memory_headroom;
-  double tokens = 0;
+  double tokens = 0, max_days = 0;
   int max_tp = 0, max_pp = 0, max_cp = 0, max_vpp = 0, max_mbs = 0, threads = 0;
   bool tp_across_domains = false;
 };

@@ -38,8 +38,7 @@ Result<std::vector<MeasuredRun>> read_records(const std::string& path) {
   }
   if (!d.empty()) return d;
   if (runs.empty())
-    return Diagnostic{path, "no records",
-                      "one JSON object per line, see validation/SCHEMA.md"};
+    return Diagnostic{path, "no records", "one JSON object per line, see validation/SCHEMA.md"};
   return runs;
 }
 
@@ -112,8 +111,7 @@ void add_validate_command(CLI::App& app, int* exit_code) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
-      "validate",
-      "Predict measured runs (JSON Lines, validation/SCHEMA.md) and report the error");
+      "validate", "Predict measured runs (JSON Lines, validation/SCHEMA.md) and report the error");
   cmd->add_option("file", o->file, "records, one JSON object per line")->required();
   cmd->add_option("--format", o->format, "output format: table | json")
       ->check(CLI::IsMember({"table", "json"}));

@@ -98,7 +98,8 @@ void add_whatif_command(CLI::App& app, int* exit_code) {
     }
     const bool models =
         first->axis == WhatIfAxis::kModel || (second && second->axis == WhatIfAxis::kModel);
-    const LinePlot plot = whatif_plot(result.value(), models ? "models" : req->request.model.name);
+    const LinePlot plot =
+        whatif_plot(result.value(), models ? "models" : req->request.model.name, opt.token_budget);
     if (auto w = write_file_atomic(o->svg, render_svg(plot)); !w) {
       *exit_code = report_errors(w.errors());
       return;

@@ -7,6 +7,8 @@
 #include <map>
 #include <tuple>
 
+#include "core/text.h"
+
 namespace parallax {
 namespace {
 
@@ -19,6 +21,14 @@ struct Candidate {
   int request = 0;   ///< index of the GPU count it was enumerated for
   double bound = 0;  ///< lower bound of the objective value
 };
+
+/// True when a plan whose step takes `step_time_s` cannot train the token budget within the
+/// deadline.
+bool misses_deadline(const SearchOptions& opt, double step_time_s, const ParallelPlan& p) {
+  if (opt.max_days <= 0 || opt.token_budget <= 0) return false;
+  const double tokens_per_s = static_cast<double>(p.global_batch) * p.seq_len / step_time_s;
+  return opt.token_budget / tokens_per_s / 86400 > opt.max_days;
+}
 
 /// Seconds per token, times the GPUs for the cost objective.
 double objective_of(Objective o, double step_time_s, const ParallelPlan& p) {
@@ -119,7 +129,7 @@ std::vector<Candidate> bound_candidates(const std::vector<PlanRequest>& requests
                                          static_cast<int>(std::get<3>(key)));
     schedules[key] = built ? std::move(built.value()) : std::vector<std::vector<PipelineOp>>{};
   }
-  std::vector<double> memory(all.size(), 0);
+  std::vector<double> memory(all.size(), 0), lower(all.size(), 0);
   std::vector<char> valid(all.size(), 1);
   // In slices, so that progress can be reported from this thread.
   constexpr size_t kSlice = 8192;
@@ -140,6 +150,7 @@ std::vector<Candidate> bound_candidates(const std::vector<PlanRequest>& requests
               continue;
             }
             memory[i] = b->peak_memory_gib;
+            lower[i] = b->step_time_lower_s;
             all[i].bound = objective_of(opt.objective, b->step_time_lower_s, all[i].plan);
           }
         });
@@ -148,7 +159,7 @@ std::vector<Candidate> bound_candidates(const std::vector<PlanRequest>& requests
   }
   stats->bounded = static_cast<int64_t>(all.size());
   std::vector<Candidate> kept;
-  int64_t over_memory = 0, rejected = 0;
+  int64_t over_memory = 0, rejected = 0, too_slow = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     const PlanRequest& r = requests[all[i].request];
     const double budget = r.cluster.hw.hbm_gib * (1 - r.constraints.memory_headroom);
@@ -156,12 +167,16 @@ std::vector<Candidate> bound_candidates(const std::vector<PlanRequest>& requests
       ++rejected;
     else if (memory[i] > budget)
       ++over_memory;
+    else if (misses_deadline(opt, lower[i], all[i].plan))
+      ++too_slow;
     else
       kept.push_back(all[i]);
   }
   add_count("the simulator rejects the plan", rejected, &stats->pruned);
   add_count("memory: peak exceeds HBM less the headroom (exact, no simulation)", over_memory,
             &stats->pruned);
+  add_count("deadline: even the step-time lower bound trains the tokens in more than --max-days",
+            too_slow, &stats->pruned);
   std::sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) {
     if (a.bound != b.bound) return a.bound < b.bound;
     return layout_less(a.plan, b.plan);
@@ -200,6 +215,10 @@ std::vector<RankedPlan> simulate_best(const std::vector<PlanRequest>& requests,
     });
     for (auto& rep : out) {
       if (!rep) continue;
+      if (misses_deadline(opt, rep->step_time_s, rep->plan)) {
+        ++stats->over_deadline;
+        continue;
+      }
       top.push_back(ranked(*rep, opt));
     }
     std::sort(top.begin(), top.end(), ranked_before);
@@ -276,6 +295,11 @@ Result<SearchResult> search_plans(const PlanRequest& request, const SearchOption
   Diagnostics errs = validate_model(request.model, "model");
   const Diagnostics req = validate_request(request);
   errs.insert(errs.end(), req.begin(), req.end());
+  if (opt.max_days < 0 || (opt.max_days > 0 && opt.token_budget <= 0))
+    errs.push_back({"--max-days",
+                    "a deadline needs a positive number of days and a token budget, got " +
+                        format_number("%g", opt.max_days) + " days",
+                    "e.g. --tokens 15e12 --max-days 90"});
   if (opt.objective != Objective::kThroughput && opt.token_budget <= 0)
     errs.push_back({"--tokens",
                     std::string("objective ") + to_string(opt.objective) + " needs a token budget",
@@ -319,8 +343,9 @@ Result<SearchResult> search_plans(const PlanRequest& request, const SearchOption
                           std::to_string(request.cluster.num_gpus) + " x " +
                           request.cluster.hw.name + " fits (" + std::to_string(stats.candidates) +
                           " candidates; " + why + ")",
-                      "add GPUs, lower --memory-headroom, relax the pinned degrees, or "
-                      "--framework none for layouts no framework runs"};
+                      std::string(opt.max_days > 0 ? "raise --max-days, " : "") +
+                          "add GPUs, lower --memory-headroom, relax the pinned degrees, or "
+                          "--framework none for layouts no framework runs"};
   }
   return result;
 }

@@ -29,7 +29,10 @@ struct SearchOptions {
   int top_k = 5;
   Objective objective = Objective::kThroughput;
   double token_budget = 0;  ///< tokens to train, for time-to-train and cost
-  int threads = 0;          ///< 0: TBB's default
+  /// With a token budget: keep only plans that train it within this many days (0: no
+  /// deadline). The cost objective otherwise may pick a plan on a few GPUs that takes years.
+  double max_days = 0;
+  int threads = 0;  ///< 0: TBB's default
   /// Called from the searching thread with the phase ("bounding", "simulating") and how many of
   /// its candidates are done; may be empty.
   std::function<void(const char* phase, int64_t done, int64_t total)> progress;
@@ -53,6 +56,7 @@ struct SearchStats {
   /// Simulated plans left out of the ranking because a better-ranked one has the same
   /// objective and peak memory (e.g. ZeRO-2 vs ZeRO-1 under pipelining).
   int64_t equivalent = 0;
+  int64_t over_deadline = 0;    ///< simulated plans that train the budget in more than max_days
   std::vector<int> gpu_counts;  ///< the GPU counts searched
   double headroom = 0;          ///< the fraction of HBM left free (PlanConstraints)
 };

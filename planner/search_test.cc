@@ -145,5 +145,26 @@ TEST(Search, BadRequestReportsEveryProblem) {
   EXPECT_TRUE(testing::mentions(found.errors(), "--memory-headroom"));
 }
 
+// A deadline: the cost objective may pick fewer GPUs at better efficiency; --max-days keeps only
+// plans that train the budget in time, and is refused without a budget.
+TEST(Search, MaxDaysKeepsOnlyPlansThatMeetTheDeadline) {
+  const PlanRequest r = request("llama3.1-8b", 32, 64, 4096);
+  SearchOptions opt;
+  opt.objective = Objective::kCost;
+  opt.token_budget = 1e11;
+  opt.top_k = 3;
+  auto free = search_plans(r, opt);
+  ASSERT_TRUE(free) << free.error_text();
+  const double slowest = free->top.front().time_to_train_days;
+  opt.max_days = 0.6 * slowest;
+  auto bounded = search_plans(r, opt);
+  ASSERT_TRUE(bounded) << bounded.error_text();
+  for (const RankedPlan& p : bounded->top) EXPECT_LE(p.time_to_train_days, opt.max_days);
+  EXPECT_GT(bounded->top.front().report.gpus, free->top.front().report.gpus);
+  opt.token_budget = 0;
+  opt.objective = Objective::kThroughput;
+  EXPECT_TRUE(testing::mentions(search_plans(r, opt).errors(), "--max-days"));
+}
+
 }  // namespace
 }  // namespace parallax

@@ -80,7 +80,9 @@ std::string render_svg(const LinePlot& plot) {
                     "\" height=\"" + num(kHeight) + "\" viewBox=\"0 0 " + num(kWidth) + " " +
                     num(kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += text(kWidth / 2, 25, plot.title, "middle", " font-size=\"15\"");
+  svg += text(kWidth / 2, 22, plot.title, "middle", " font-size=\"15\"");
+  if (!plot.subtitle.empty())
+    svg += text(kWidth / 2, 38, plot.subtitle, "middle", " fill=\"#555\"");
   for (double v = 0; v <= y_max + step / 2; v += step) {
     svg += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(py(v)) + "\" x2=\"" + num(kLeft + pw) +
            "\" y2=\"" + num(py(v)) + "\" stroke=\"#e0e0e0\"/>\n";
@@ -112,6 +114,20 @@ std::string render_svg(const LinePlot& plot) {
       svg += "<circle cx=\"" + num(px(i)) + "\" cy=\"" + num(py(s.y[i])) + "\" r=\"" +
              (marked ? "6" : "3") + "\" fill=\"" + (marked ? "white" : color) + "\" stroke=\"" +
              color + "\" stroke-width=\"2\"/>\n";
+      if (i < s.notes.size()) {
+        // Stacked above the point, the last line nearest it.
+        // The first and last points' notes grow inwards, clear of the axis and the legend.
+        const std::vector<std::string>& lines = s.notes[i];
+        const char* anchor = n > 1 && i == 0 ? "start" : n > 1 && i + 1 == n ? "end" : "middle";
+        // Even series write above their points, odd ones below, so that two close lines'
+        // notes do not overprint.
+        const bool above = k % 2 == 0;
+        for (size_t l = 0; l < lines.size(); ++l) {
+          const double dy = above ? -10 - 11.0 * (lines.size() - 1 - l) : 18 + 11.0 * l;
+          svg += text(px(i), py(s.y[i]) + dy, lines[l], anchor,
+                      (" font-size=\"9\" fill=\"" + std::string(color) + "\"").c_str());
+        }
+      }
     }
     const double ly = kTop + 10 + 20 * k;
     svg += "<line x1=\"" + num(kLeft + pw + 15) + "\" y1=\"" + num(ly) + "\" x2=\"" +

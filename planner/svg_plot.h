@@ -12,10 +12,13 @@ struct PlotSeries {
   std::string name;
   std::vector<double> y;     ///< one per x label; NaN leaves a gap (no feasible plan)
   std::vector<bool> marked;  ///< same length as y, or empty
+  /// Text beside each point (e.g. its layout, days and cost), one entry per line; same length
+  /// as y, or empty.
+  std::vector<std::vector<std::string>> notes;
 };
 
 struct LinePlot {
-  std::string title, x_label, y_label;
+  std::string title, subtitle, x_label, y_label;
   std::vector<std::string> x;
   std::vector<PlotSeries> series;
 };

@@ -1,5 +1,6 @@
 #include "planner/whatif.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -163,6 +164,11 @@ std::string format_whatif_table(const WhatIfResult& r) {
          pad_right("step s", 9) + pad_right("tokens/s", 12) + pad_right("tok/s/GPU", 11) +
          pad_right("MFU", 7);
   if (gpus) out += pad_right("scaling", 9);
+  // With a token budget the search gives each plan its days and GPU-hours.
+  const bool budget = std::any_of(r.points.begin(), r.points.end(), [](const WhatIfPoint& p) {
+    return p.best && p.best->gpu_hours > 0;
+  });
+  if (budget) out += pad_right("days", 8) + pad_right("GPU-hours", 11);
   out += "\n";
   for (const WhatIfPoint& p : r.points) {
     if (r.second) out += pad_right(r.second->label(p.b), 12);
@@ -178,16 +184,74 @@ std::string format_whatif_table(const WhatIfResult& r) {
            pad_right(format_number("%.0f", rep.tokens_per_s_per_gpu), 11) +
            pad_right(format_number("%.1f%%", 100 * rep.mfu), 7);
     if (gpus) out += pad_right(format_number("%.0f%%", 100 * p.scaling_efficiency), 9);
+    if (budget)
+      out += pad_right(format_number("%.1f", p.best->time_to_train_days), 8) +
+             pad_right(format_number("%.3g", p.best->gpu_hours), 11);
     if (p.layout_changed) out += "<- best layout changes";
     out += "\n";
   }
   return out;
 }
 
-LinePlot whatif_plot(const WhatIfResult& r, const std::string& model_name) {
+namespace {
+
+/// The axis with its unit, for a plot.
+std::string axis_title(WhatIfAxis a) {
+  switch (a) {
+    case WhatIfAxis::kGpus:
+      return "GPUs";
+    case WhatIfAxis::kNvlinkBw:
+      return "scale-up (NVLink) bandwidth, GB/s per GPU";
+    case WhatIfAxis::kNicBw:
+      return "scale-out (NIC) bandwidth, GB/s per GPU";
+    case WhatIfAxis::kHbm:
+      return "HBM capacity, GiB";
+    case WhatIfAxis::kPeakTflops:
+      return "dense bf16 peak, TFLOP/s";
+    case WhatIfAxis::kSeq:
+      return "sequence length, tokens";
+    case WhatIfAxis::kGlobalBatch:
+      return "global batch, sequences";
+    case WhatIfAxis::kModel:
+      return "model";
+  }
+  return to_string(a);
+}
+
+/// "tp8 pp4 dp2 cp1": the degrees of a layout, short enough to print beside a point.
+std::string short_layout(const ParallelPlan& p) {
+  std::string s =
+      "tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp) + " dp" + std::to_string(p.dp);
+  if (p.cp > 1) s += " cp" + std::to_string(p.cp);
+  if (p.ep > 1) s += " ep" + std::to_string(p.ep);
+  return s;
+}
+
+/// "3.49M GPU-h", "812k GPU-h", "95 GPU-h".
+std::string gpu_hours_text(double h) {
+  if (h >= 1e6) return format_number("%.2fM GPU-h", h / 1e6);
+  if (h >= 1e3) return format_number("%.0fk GPU-h", h / 1e3);
+  return format_number("%.0f GPU-h", h);
+}
+
+/// The notes beside a point: its layout, and with a token budget the days and GPU-hours.
+std::vector<std::string> point_notes(const RankedPlan& best, bool budget) {
+  std::vector<std::string> notes = {short_layout(best.report.plan)};
+  if (budget)
+    notes.push_back(format_number("%.1f days", best.time_to_train_days) + ", " +
+                    gpu_hours_text(best.gpu_hours));
+  return notes;
+}
+
+}  // namespace
+
+LinePlot whatif_plot(const WhatIfResult& r, const std::string& model_name, double token_budget) {
   LinePlot plot;
   plot.title = "Best layout at each point: " + model_name;
-  plot.x_label = to_string(r.first.axis);
+  plot.subtitle = token_budget > 0 ? "days and GPU-hours to train " +
+                                         format_number("%.3g", token_budget) + " tokens"
+                                   : "layout at each point; --tokens N adds days and GPU-hours";
+  plot.x_label = axis_title(r.first.axis);
   plot.y_label = "tokens/s per GPU";
   for (size_t a = 0; a < r.first.size(); ++a) plot.x.push_back(r.first.label(a));
   const size_t nb = r.second ? r.second->size() : 1;
@@ -200,6 +264,7 @@ LinePlot whatif_plot(const WhatIfResult& r, const std::string& model_name) {
     s.y.push_back(p.best ? p.best->report.tokens_per_s_per_gpu
                          : std::numeric_limits<double>::quiet_NaN());
     s.marked.push_back(p.layout_changed);
+    s.notes.push_back(p.best ? point_notes(*p.best, token_budget > 0) : std::vector<std::string>{});
   }
   return plot;
 }

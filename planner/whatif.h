@@ -52,7 +52,8 @@ Result<WhatIfResult> run_whatif(const PlanRequest& base, const SearchOptions& op
                                 const std::optional<WhatIfVariable>& second);
 
 std::string format_whatif_table(const WhatIfResult& r);
-/// Tokens/s per GPU against the first variable, one line per value of the second.
-LinePlot whatif_plot(const WhatIfResult& r, const std::string& model_name);
+/// Tokens/s per GPU against the first variable (with its unit), one line per value of the
+/// second; each point carries its layout and, with a token budget, days and GPU-hours.
+LinePlot whatif_plot(const WhatIfResult& r, const std::string& model_name, double token_budget = 0);
 
 }  // namespace parallax

@@ -8,6 +8,7 @@
 
 #include "core/json_io.h"
 #include "core/model_zoo.h"
+#include "core/text.h"
 #include "tests/test_support.h"
 
 namespace parallax {
@@ -43,6 +44,32 @@ TEST(WhatIf, GpuSweepReplansEachPointAndMeasuresScaling) {
                          layout_label(r->points[i - 1].best->report.plan);
     EXPECT_EQ(r->points[i].layout_changed, differs);
   }
+}
+
+// The plot names its axis with the unit and prints each point's layout and, with a token
+// budget, its days and GPU-hours.
+TEST(WhatIf, PlotLabelsEveryPointWithItsLayoutDaysAndCost) {
+  WhatIfVariable v;
+  v.axis = WhatIfAxis::kGpus;
+  v.values = {8, 16};
+  SearchOptions opt;
+  opt.token_budget = 1e10;
+  auto r = run_whatif(base_request(), opt, v, std::nullopt);
+  ASSERT_TRUE(r) << r.error_text();
+  const LinePlot plot = whatif_plot(*r, "m", opt.token_budget);
+  EXPECT_EQ(plot.x_label, "GPUs");
+  ASSERT_EQ(plot.series.size(), 1u);
+  ASSERT_EQ(plot.series[0].notes.size(), 2u);
+  const RankedPlan& best = *r->points[1].best;
+  const auto& notes = plot.series[0].notes[1];
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0].rfind("tp" + std::to_string(best.report.plan.tp) + " pp", 0), 0u) << notes[0];
+  EXPECT_EQ(notes[1].rfind(format_number("%.1f days, ", best.time_to_train_days), 0), 0u)
+      << notes[1];
+  EXPECT_NE(notes[1].find(" GPU-h"), std::string::npos) << notes[1];
+  const std::string svg = render_svg(plot);
+  EXPECT_NE(svg.find(notes[1]), std::string::npos);
+  EXPECT_NE(svg.find("days and GPU-hours to train 1e+10 tokens"), std::string::npos);
 }
 
 TEST(WhatIf, HardwareAxesChangeTheProfileOfThePoint) {
