@@ -267,7 +267,10 @@ bool layout_less(const ParallelPlan& a, const ParallelPlan& b) {
     return std::make_tuple(p.gpus(), p.tp, p.pp, p.dp, p.cp, p.ep, p.etp, p.vpp, p.micro_batch,
                            static_cast<int>(p.schedule), static_cast<int>(p.recompute),
                            p.sequence_parallel, p.zero_stage, p.fsdp, static_cast<int>(p.cp_comm),
-                           p.overlap_tp_comm, p.overlap_grad_reduce, p.overlap_param_gather,
+                           // On a tie the data-parallel overlaps on (what the frameworks
+                           // recommend, and all TorchTitan runs), TP overlap off (it needs
+                           // Transformer Engine's userbuffers or torch.compile).
+                           p.overlap_tp_comm, !p.overlap_grad_reduce, !p.overlap_param_gather,
                            static_cast<int>(p.attention), p.eager);
   };
   return key(a) < key(b);
