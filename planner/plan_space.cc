@@ -1,5 +1,7 @@
 #include "planner/plan_space.h"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -21,6 +23,10 @@ class PruneLedger {
     auto [it, inserted] = index_.try_emplace(rule, counts_.size());
     if (inserted) counts_.push_back({rule, 0});
     counts_[it->second].count += n;
+  }
+  /// Adds another ledger's counts, keeping this one's order and then the other's.
+  void merge(const PruneLedger& o) {
+    for (const PruneCount& c : o.counts_) reject(c.rule.c_str(), c.count);
   }
   std::vector<PruneCount> take() { return std::move(counts_); }
 
@@ -228,6 +234,8 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout,
   const bool reduces = layout.dp * layout.cp > 1;
   const std::vector<bool> grad_overlaps =
       switch_values(c.overlap_grad_reduce, sw.grad_overlap, reduces, base.overlap_grad_reduce);
+  // One request, its plan replaced per candidate: the model and the profile are copied once.
+  LaunchRequest check{m, r.cluster, base};
 
   for (int mbs : divisors(per_dp)) {
     if (pinned_out(c.mbs, mbs) || (c.max_mbs > 0 && mbs > c.max_mbs)) continue;
@@ -261,8 +269,9 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout,
                     p.overlap_grad_reduce = gro;
                     p.overlap_param_gather = pgo;
                     p.cp_comm = cc;
+                    check.plan = p;
                     if (f && (!runs_as_simulated(*f, c, p) ||
-                              !check_launch(*f, LaunchRequest{m, r.cluster, p}).empty())) {
+                              !check_launch_of_valid_model(*f, check).empty())) {
                       ledger->reject(refused.c_str());
                       continue;
                     }
@@ -350,12 +359,20 @@ PlanSpaceResult enumerate_plans(const PlanRequest& r) {
   PruneLedger ledger;
   const std::vector<ParallelPlan> kept = layouts(r, &ledger, &out.layouts_considered);
   out.layouts_kept = static_cast<int64_t>(kept.size());
-  for (const ParallelPlan& layout : kept) {
+  // Layouts expand independently: in parallel, each into its own list and ledger, joined in
+  // layout order so that the result does not depend on the threads.
+  std::vector<std::vector<ParallelPlan>> expanded(kept.size());
+  std::vector<PruneLedger> ledgers(kept.size());
+  tbb::parallel_for(size_t{0}, kept.size(), [&](size_t i) {
     std::set<ParallelPlan> seen;
     if (r.constraints.frameworks.empty())
-      expand_settings(r, layout, std::nullopt, &ledger, &seen, &out.candidates);
+      expand_settings(r, kept[i], std::nullopt, &ledgers[i], &seen, &expanded[i]);
     for (LaunchTarget f : r.constraints.frameworks)
-      expand_settings(r, layout, f, &ledger, &seen, &out.candidates);
+      expand_settings(r, kept[i], f, &ledgers[i], &seen, &expanded[i]);
+  });
+  for (size_t i = 0; i < kept.size(); ++i) {
+    ledger.merge(ledgers[i]);
+    out.candidates.insert(out.candidates.end(), expanded[i].begin(), expanded[i].end());
   }
   out.pruned = ledger.take();
   return out;

@@ -89,7 +89,8 @@ struct PlanSpaceResult {
 /// Checks the request itself (GPU count, batch, sequence, constraint ranges); every problem.
 Diagnostics validate_request(const PlanRequest& r);
 
-/// Enumerates the space. The request must be valid (validate_request).
+/// Enumerates the space. The request and its model must be valid (validate_request,
+/// validate_model).
 PlanSpaceResult enumerate_plans(const PlanRequest& r);
 
 }  // namespace parallax

@@ -140,15 +140,20 @@ std::optional<LaunchTarget> parse_launch_target(const std::string& s) {
 
 const char* launch_target_names() { return "megatron, deepspeed, torchtitan, torchrun, slurm"; }
 
+Diagnostics check_launch_of_valid_model(LaunchTarget target, const LaunchRequest& r) {
+  static const FieldLocator plan_locator = json_locator("plan");
+  Diagnostics out = validate_plan(r.model, r.cluster, r.plan, plan_locator);
+  if (!sizes_usable(r)) return out;
+  launch::RuleSink sink(&out);
+  check_target(target, r, sink);
+  return out;
+}
+
 Diagnostics check_launch(LaunchTarget target, const LaunchRequest& r) {
   // A plan that does not fit its own model and cluster cannot run anywhere: those problems come
   // first, located like the framework's own.
   Diagnostics out = validate_model(r.model, "model");
-  for (auto& d : validate_plan(r.model, r.cluster, r.plan, json_locator("plan")))
-    out.push_back(std::move(d));
-  if (!sizes_usable(r)) return out;
-  launch::RuleSink sink(&out);
-  check_target(target, r, sink);
+  for (auto& d : check_launch_of_valid_model(target, r)) out.push_back(std::move(d));
   return out;
 }
 

@@ -32,6 +32,10 @@ struct LaunchRequest {
 /// framework can run it. `where` is the plan field (e.g. "plan/parallel/zero").
 Diagnostics check_launch(LaunchTarget target, const LaunchRequest& r);
 
+/// check_launch for a model the caller has already validated (validate_model): a search checks
+/// many plans of one model.
+Diagnostics check_launch_of_valid_model(LaunchTarget target, const LaunchRequest& r);
+
 /// The text to paste: refuses (the diagnostics of check_launch) a plan the target cannot run.
 Result<std::string> emit_launch(LaunchTarget target, const LaunchRequest& r);
 
