@@ -170,25 +170,36 @@ std::vector<bool> switch_values(std::optional<bool> pin, bool has, bool matters,
   return {stack};
 }
 
-/// Every setting combination of one layout that framework `f` runs (every one when `f` is
-/// empty), after the setting rules, with `f`'s stack. `seen` drops a plan another framework
-/// already gave.
-void expand_settings(const PlanRequest& r, const ParallelPlan& layout,
-                     std::optional<LaunchTarget> f, PruneLedger* ledger,
-                     std::set<ParallelPlan>* seen, std::vector<ParallelPlan>* out) {
-  const ModelSpec& m = r.model;
-  const PlanConstraints& c = r.constraints;
-  const int64_t per_dp = r.global_batch / layout.dp;
-  const ParallelPlan base = f ? framework_stack(*f, c, layout) : layout;
-  const FrameworkSwitches sw = switches_of(f);
-  const std::string refused_prefix = f ? to_string(*f) : "";
-  const std::string refused = refused_prefix + " cannot run it (check_launch)";
+struct Pipe {
+  ScheduleKind schedule;
+  int vpp;
+};
 
+/// Sharding and the overlap switches of one candidate.
+struct CommSetting {
+  Sharding sharding;
+  bool tp_overlap, grad_overlap, param_overlap;
+};
+
+/// The values framework `f` (every one when empty) may give each setting of one layout, after
+/// the setting rules; `base` is the layout with the framework's stack.
+struct SettingChoices {
+  ParallelPlan base;
+  std::vector<bool> sps;
+  std::vector<Pipe> pipes;
+  std::vector<Recompute> recomputes;
+  std::vector<CpComm> cp_comms;
+  std::vector<CommSetting> comms;
+};
+
+std::vector<bool> sequence_parallel_choices(const PlanRequest& r, const ParallelPlan& layout,
+                                            PruneLedger* ledger) {
+  const PlanConstraints& c = r.constraints;
   std::vector<bool> sps;
   for (bool sp : {false, true}) {
     if (sp && layout.tp == 1) continue;  // nothing to shard
     if (c.sequence_parallel && *c.sequence_parallel != sp) continue;
-    if (!sp && m.moe && layout.tp > 1) {
+    if (!sp && r.model.moe && layout.tp > 1) {
       ledger->reject("MoE with tp > 1 needs sequence parallelism");
       continue;
     }
@@ -198,91 +209,111 @@ void expand_settings(const PlanRequest& r, const ParallelPlan& layout,
     }
     sps.push_back(sp);
   }
-  std::vector<Sharding> shardings;
-  for (Sharding s : sw.shardings) {
-    if (c.zero && *c.zero != s.zero) continue;
-    if (c.fsdp && *c.fsdp != s.fsdp) continue;
-    shardings.push_back(s);
-  }
-  struct Pipe {
-    ScheduleKind schedule;
-    int vpp;
-  };
-  std::vector<Pipe> pipes;
-  pipes.push_back({ScheduleKind::k1F1B, 1});
-  if (layout.pp > 1) {
-    pipes.push_back({ScheduleKind::kZeroBubbleH1, 1});
-    for (int v = 2; layout.pp * v <= m.layers; ++v) {
-      if (c.max_vpp > 0 && v > c.max_vpp) break;
-      // Interleaving splits each rank's layers into equal chunks (Megatron's
-      // --num-layers-per-virtual-pipeline-stage).
-      if (m.layers % (layout.pp * v) == 0) pipes.push_back({ScheduleKind::kInterleaved1F1B, v});
-    }
-  }
-  std::vector<CpComm> cp_comms = {base.cp_comm};
-  if (layout.cp > 1 && !c.cp_comm) cp_comms = {CpComm::kRing, CpComm::kAllGather};
-  if (c.cp_comm) cp_comms = {*c.cp_comm};
-  std::vector<Recompute> recomputes = sw.recomputes;
-  if (c.recompute) {
-    recomputes.clear();
-    if (contains(sw.recomputes, *c.recompute) || !f)
-      recomputes.push_back(*c.recompute);
-    else
-      ledger->reject((refused_prefix + " has no such recompute mode (--recompute)").c_str());
-  }
-  // Gradients are reduced over dp x cp; the optimizer state, when sharded, over dp.
-  const bool reduces = layout.dp * layout.cp > 1;
-  const std::vector<bool> grad_overlaps =
-      switch_values(c.overlap_grad_reduce, sw.grad_overlap, reduces, base.overlap_grad_reduce);
-  // One request, its plan replaced per candidate: the model and the profile are copied once.
-  LaunchRequest check{m, r.cluster, base};
+  return sps;
+}
 
+std::vector<Pipe> pipe_choices(const PlanRequest& r, const ParallelPlan& layout) {
+  std::vector<Pipe> pipes = {{ScheduleKind::k1F1B, 1}};
+  if (layout.pp == 1) return pipes;
+  pipes.push_back({ScheduleKind::kZeroBubbleH1, 1});
+  for (int v = 2; layout.pp * v <= r.model.layers; ++v) {
+    if (r.constraints.max_vpp > 0 && v > r.constraints.max_vpp) break;
+    // Interleaving splits each rank's layers into equal chunks (Megatron's
+    // --num-layers-per-virtual-pipeline-stage).
+    if (r.model.layers % (layout.pp * v) == 0) pipes.push_back({ScheduleKind::kInterleaved1F1B, v});
+  }
+  return pipes;
+}
+
+/// Shardings the framework runs (and the user allows), each with the overlap switches it has
+/// where they act: TP overlap at tp > 1, the gradient reduction over dp x cp, the parameter
+/// gather when the optimizer is sharded over dp.
+std::vector<CommSetting> comm_choices(const PlanConstraints& c, const FrameworkSwitches& sw,
+                                      const ParallelPlan& layout, const ParallelPlan& base) {
+  std::vector<CommSetting> out;
+  for (Sharding s : sw.shardings) {
+    if ((c.zero && *c.zero != s.zero) || (c.fsdp && *c.fsdp != s.fsdp)) continue;
+    const bool sharded = (s.fsdp || s.zero >= 1) && layout.dp > 1;
+    for (bool tpo :
+         switch_values(c.overlap_tp_comm, sw.tp_overlap, layout.tp > 1, base.overlap_tp_comm))
+      for (bool gro : switch_values(c.overlap_grad_reduce, sw.grad_overlap,
+                                    layout.dp * layout.cp > 1, base.overlap_grad_reduce))
+        for (bool pgo : switch_values(c.overlap_param_gather, sw.param_overlap, sharded,
+                                      base.overlap_param_gather))
+          out.push_back({s, tpo, gro, pgo});
+  }
+  return out;
+}
+
+SettingChoices setting_choices(const PlanRequest& r, const ParallelPlan& layout,
+                               std::optional<LaunchTarget> f, PruneLedger* ledger) {
+  const PlanConstraints& c = r.constraints;
+  const FrameworkSwitches sw = switches_of(f);
+  SettingChoices ch;
+  ch.base = f ? framework_stack(*f, c, layout) : layout;
+  ch.sps = sequence_parallel_choices(r, layout, ledger);
+  ch.pipes = pipe_choices(r, layout);
+  ch.cp_comms = {ch.base.cp_comm};
+  if (layout.cp > 1 && !c.cp_comm) ch.cp_comms = {CpComm::kRing, CpComm::kAllGather};
+  if (c.cp_comm) ch.cp_comms = {*c.cp_comm};
+  ch.recomputes = sw.recomputes;
+  if (c.recompute) {
+    ch.recomputes.clear();
+    if (contains(sw.recomputes, *c.recompute) || !f)
+      ch.recomputes.push_back(*c.recompute);
+    else
+      ledger->reject(
+          (std::string(to_string(*f)) + " has no such recompute mode (--recompute)").c_str());
+  }
+  ch.comms = comm_choices(c, sw, layout, ch.base);
+  return ch;
+}
+
+/// Every setting combination of one layout that framework `f` runs (every one when `f` is
+/// empty), after the setting rules, with `f`'s stack. `seen` drops a plan another framework
+/// already gave.
+void expand_settings(const PlanRequest& r, const ParallelPlan& layout,
+                     std::optional<LaunchTarget> f, PruneLedger* ledger,
+                     std::set<ParallelPlan>* seen, std::vector<ParallelPlan>* out) {
+  const PlanConstraints& c = r.constraints;
+  const SettingChoices ch = setting_choices(r, layout, f, ledger);
+  const std::string refused =
+      (f ? std::string(to_string(*f)) : "") + " cannot run it (check_launch)";
+  // One request, its plan replaced per candidate: the model and the profile are copied once.
+  LaunchRequest check{r.model, r.cluster, ch.base};
+  const int64_t per_dp = r.global_batch / layout.dp;
   for (int mbs : divisors(per_dp)) {
     if (pinned_out(c.mbs, mbs) || (c.max_mbs > 0 && mbs > c.max_mbs)) continue;
-    const int64_t microbatches = per_dp / mbs;
-    for (const Pipe& pipe : pipes) {
-      if (c.schedule && *c.schedule != pipe.schedule) continue;
-      if (pinned_out(c.vpp, pipe.vpp)) continue;
-      if (pipe.schedule == ScheduleKind::kInterleaved1F1B && microbatches % layout.pp != 0) {
+    for (const Pipe& pipe : ch.pipes) {
+      if ((c.schedule && *c.schedule != pipe.schedule) || pinned_out(c.vpp, pipe.vpp)) continue;
+      if (pipe.schedule == ScheduleKind::kInterleaved1F1B && (per_dp / mbs) % layout.pp != 0) {
         ledger->reject("interleaved 1F1B needs microbatches divisible by pp", 1);
         continue;
       }
-      for (Recompute rc : recomputes) {
-        for (bool sp : sps) {
-          for (bool tpo : switch_values(c.overlap_tp_comm, sw.tp_overlap, layout.tp > 1,
-                                        base.overlap_tp_comm)) {
-            for (const Sharding& s : shardings) {
-              const bool sharded = (s.fsdp || s.zero >= 1) && layout.dp > 1;
-              for (bool gro : grad_overlaps) {
-                for (bool pgo : switch_values(c.overlap_param_gather, sw.param_overlap, sharded,
-                                              base.overlap_param_gather)) {
-                  for (CpComm cc : cp_comms) {
-                    ParallelPlan p = base;
-                    p.micro_batch = mbs;
-                    p.schedule = pipe.schedule;
-                    p.vpp = pipe.vpp;
-                    p.recompute = rc;
-                    p.sequence_parallel = sp;
-                    p.overlap_tp_comm = tpo;
-                    p.zero_stage = s.zero;
-                    p.fsdp = s.fsdp;
-                    p.overlap_grad_reduce = gro;
-                    p.overlap_param_gather = pgo;
-                    p.cp_comm = cc;
-                    check.plan = p;
-                    if (f && (!runs_as_simulated(*f, c, p) ||
-                              !check_launch_of_valid_model(*f, check).empty())) {
-                      ledger->reject(refused.c_str());
-                      continue;
-                    }
-                    if (seen->insert(p).second) out->push_back(p);
-                  }
-                }
+      for (Recompute rc : ch.recomputes)
+        for (bool sp : ch.sps)
+          for (const CommSetting& cs : ch.comms)
+            for (CpComm cc : ch.cp_comms) {
+              ParallelPlan& p = check.plan;
+              p = ch.base;
+              p.micro_batch = mbs;
+              p.schedule = pipe.schedule;
+              p.vpp = pipe.vpp;
+              p.recompute = rc;
+              p.sequence_parallel = sp;
+              p.zero_stage = cs.sharding.zero;
+              p.fsdp = cs.sharding.fsdp;
+              p.overlap_tp_comm = cs.tp_overlap;
+              p.overlap_grad_reduce = cs.grad_overlap;
+              p.overlap_param_gather = cs.param_overlap;
+              p.cp_comm = cc;
+              if (f && (!runs_as_simulated(*f, c, p) ||
+                        !check_launch_of_valid_model(*f, check).empty())) {
+                ledger->reject(refused.c_str());
+                continue;
               }
+              if (seen->insert(p).second) out->push_back(p);
             }
-          }
-        }
-      }
     }
   }
 }
