@@ -123,18 +123,24 @@ void add_plan_command(CLI::App& app, int* exit_code) {
 void add_launch_command(CLI::App& app, int* exit_code) {
   struct Opts {
     LayoutFlags layout;
-    std::string target, out;
+    std::string target, out, torchtitan_version = "0.2.2";
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
       "launch", "Write the launch config of a plan file (or of layout flags) for a framework");
+  cmd->add_option("--torchtitan-version", o->torchtitan_version,
+                  "with --target torchtitan: 0.2.2 (the release, a TOML job config; the rules "
+                  "plan checks) or main (b5bcd76c, a Python configuration module)")
+      ->check(CLI::IsMember({"0.2.2", "main"}));
   add_layout_flags(cmd, &o->layout);
   cmd->add_option("--target", o->target, std::string("framework: ") + launch_target_names())
       ->required();
   cmd->add_option("--out", o->out, "write to this file instead of standard output");
   cmd->footer("Example: parallax launch --plan plan.json --target megatron");
   cmd->callback([o, exit_code] {
-    const auto target = parse_launch_target(o->target);
+    auto target = parse_launch_target(o->target);
+    if (target == LaunchTarget::kTorchTitan && o->torchtitan_version == "main")
+      target = LaunchTarget::kTorchTitanMain;
     if (!target) {
       *exit_code = report_errors({{"--target", "unknown launch target '" + o->target + "'",
                                    std::string("valid: ") + launch_target_names()}});

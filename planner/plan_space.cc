@@ -122,6 +122,7 @@ FrameworkSwitches switches_of(std::optional<LaunchTarget> f) {
       // --overlap-param-gather.
       return {{R::kNone, R::kSelective, R::kFull}};
     case LaunchTarget::kTorchTitan:
+    case LaunchTarget::kTorchTitanMain:
       // activation_checkpoint.mode none|selective (per-op)|full; enable_async_tensor_parallel.
       // FSDP2 and DDP always overlap their collectives: no switch.
       // Data parallelism is DDP or FSDP2 (fp32 sharded parameters), never Megatron-style ZeRO.
@@ -154,7 +155,8 @@ bool runs_as_simulated(LaunchTarget f, const PlanConstraints& c, const ParallelP
   });
   // TorchTitan applies FSDP over the context-parallel ranks even without
   // data_parallel_shard_degree: replicated parameters with cp > 1 are not what it runs.
-  if (f == LaunchTarget::kTorchTitan && !p.fsdp && p.cp > 1) return false;
+  if ((f == LaunchTarget::kTorchTitan || f == LaunchTarget::kTorchTitanMain) && !p.fsdp && p.cp > 1)
+    return false;
   return stack.attention == p.attention && stack.eager == p.eager && sharding &&
          contains(sw.recomputes, p.recompute) &&
          (sw.tp_overlap || !p.overlap_tp_comm || p.tp == 1) &&
@@ -333,7 +335,9 @@ ParallelPlan framework_stack(LaunchTarget f, const PlanConstraints& c, ParallelP
     if (p.attention == AttentionImpl::kFlash) p.attention = AttentionImpl::kFlash2;
     p.eager = f == LaunchTarget::kDeepSpeed;
   }
-  if (f == LaunchTarget::kTorchTitan) {
+  // TorchTitan main runs FlexAttention's FLASH backend (flex_flash): the part's fused kernel.
+  if (f == LaunchTarget::kTorchTitanMain) p.eager = false;
+  if (f == LaunchTarget::kTorchTitan || f == LaunchTarget::kTorchTitanMain) {
     p.overlap_grad_reduce = true;
     p.overlap_param_gather = true;
   }

@@ -75,6 +75,12 @@ void check_torchtitan(const LaunchRequest& r, RuleSink& sink);
 std::vector<std::string> torchtitan_notes(const LaunchRequest& r);
 std::string emit_torchtitan(const LaunchRequest& r);
 
+// ---- TorchTitan main (torchtitan_main.cc) -----------------------------------------------------
+
+void check_torchtitan_main(const LaunchRequest& r, RuleSink& sink);
+std::vector<std::string> torchtitan_main_notes(const LaunchRequest& r);
+std::string emit_torchtitan_main(const LaunchRequest& r);
+
 // ---- torchrun and Slurm (cluster_scripts.cc) --------------------------------------------------
 
 /// The node layout both scripts launch: whole nodes, or one node with fewer GPUs.

@@ -85,11 +85,10 @@ struct TargetName {
   const char* name;
 };
 
-constexpr TargetName kTargets[] = {{LaunchTarget::kMegatron, "megatron"},
-                                   {LaunchTarget::kDeepSpeed, "deepspeed"},
-                                   {LaunchTarget::kTorchTitan, "torchtitan"},
-                                   {LaunchTarget::kTorchrun, "torchrun"},
-                                   {LaunchTarget::kSlurm, "slurm"}};
+constexpr TargetName kTargets[] = {
+    {LaunchTarget::kMegatron, "megatron"},     {LaunchTarget::kDeepSpeed, "deepspeed"},
+    {LaunchTarget::kTorchTitan, "torchtitan"}, {LaunchTarget::kTorchTitanMain, "torchtitan-main"},
+    {LaunchTarget::kTorchrun, "torchrun"},     {LaunchTarget::kSlurm, "slurm"}};
 
 /// True when every degree and size is positive, so the framework rules may divide by them.
 /// validate_plan reports the ones that are not.
@@ -111,6 +110,9 @@ void check_target(LaunchTarget target, const LaunchRequest& r, launch::RuleSink&
       return;
     case LaunchTarget::kTorchTitan:
       launch::check_torchtitan(r, sink);
+      return;
+    case LaunchTarget::kTorchTitanMain:
+      launch::check_torchtitan_main(r, sink);
       return;
     case LaunchTarget::kTorchrun:
     case LaunchTarget::kSlurm:
@@ -138,7 +140,9 @@ std::optional<LaunchTarget> parse_launch_target(const std::string& s) {
   return std::nullopt;
 }
 
-const char* launch_target_names() { return "megatron, deepspeed, torchtitan, torchrun, slurm"; }
+const char* launch_target_names() {
+  return "megatron, deepspeed, torchtitan, torchtitan-main, torchrun, slurm";
+}
 
 Diagnostics check_launch_of_valid_model(LaunchTarget target, const LaunchRequest& r) {
   static const FieldLocator plan_locator = json_locator("plan");
@@ -167,6 +171,8 @@ Result<std::string> emit_launch(LaunchTarget target, const LaunchRequest& r) {
       return launch::emit_deepspeed(r);
     case LaunchTarget::kTorchTitan:
       return launch::emit_torchtitan(r);
+    case LaunchTarget::kTorchTitanMain:
+      return launch::emit_torchtitan_main(r);
     case LaunchTarget::kTorchrun:
       return launch::emit_torchrun(r);
     case LaunchTarget::kSlurm:
@@ -186,6 +192,8 @@ std::vector<std::string> launch_notes(LaunchTarget target, const LaunchRequest& 
       return launch::deepspeed_notes(r);
     case LaunchTarget::kTorchTitan:
       return launch::torchtitan_notes(r);
+    case LaunchTarget::kTorchTitanMain:
+      return launch::torchtitan_main_notes(r);
     case LaunchTarget::kTorchrun:
       return launch::torchrun_notes(r);
     case LaunchTarget::kSlurm:

@@ -14,10 +14,12 @@
 
 namespace parallax {
 
-enum class LaunchTarget { kMegatron, kDeepSpeed, kTorchTitan, kTorchrun, kSlurm };
+/// kTorchTitan is the released v0.2.2 (TOML job config); kTorchTitanMain its main branch at
+/// b5bcd76c (a Python configuration module).
+enum class LaunchTarget { kMegatron, kDeepSpeed, kTorchTitan, kTorchTitanMain, kTorchrun, kSlurm };
 const char* to_string(LaunchTarget t);
 std::optional<LaunchTarget> parse_launch_target(const std::string& s);
-/// "megatron, deepspeed, torchtitan, torchrun, slurm"
+/// "megatron, deepspeed, torchtitan, torchtitan-main, torchrun, slurm"
 const char* launch_target_names();
 
 /// Everything an emitter needs: the model (its shape goes into the arguments), the cluster (GPU

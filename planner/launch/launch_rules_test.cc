@@ -144,6 +144,57 @@ Config toml(const std::string& text) {
   return c;
 }
 
+/// A Python value as the TorchTitan main emitter writes it (True/False/None, numbers, double-
+/// quoted strings, lists of them) as JSON.
+json python_value(std::string v) {
+  for (const auto& [py, js] :
+       {std::pair<std::string, std::string>{"True", "true"}, {"False", "false"}, {"None", "null"}})
+    if (v == py) return json::parse(js);
+  for (size_t p; (p = v.find(",]")) != std::string::npos;) v.erase(p, 1);
+  for (size_t p; (p = v.find(", ]")) != std::string::npos;) v.erase(p, 1);
+  return json::parse(v);
+}
+
+/// TorchTitan main's configuration module: `config.training.X = v`, the keyword arguments of
+/// ParallelismConfig(...) and CompileConfig(...) (values over several lines joined), as
+/// "training.X", "parallelism.X", "compile.X".
+Config python_config(const std::string& text) {
+  Config c;
+  std::istringstream in(text);
+  std::string line, section, key, pending;
+  int depth = 0;
+  auto trim = [](std::string t) {
+    t.erase(0, t.find_first_not_of(' '));
+    return t;
+  };
+  while (std::getline(in, line)) {
+    const std::string t = trim(line);
+    if (depth > 0) {
+      pending += t;
+      for (char ch : t) depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
+      if (depth == 0) c[section + "." + key] = python_value(pending.substr(0, pending.size() - 1));
+      continue;
+    }
+    if (t.rfind("config.training.", 0) == 0) {
+      const size_t eq = t.find(" = ");
+      c["training." + t.substr(16, eq - 16)] = python_value(t.substr(eq + 3));
+    } else if (t.rfind("config.parallelism = ParallelismConfig(", 0) == 0) {
+      section = "parallelism";
+    } else if (t.rfind("config.compile = CompileConfig(", 0) == 0) {
+      section = "compile";
+    } else if (t == ")") {
+      section.clear();
+    } else if (!section.empty()) {
+      const size_t eq = t.find('=');
+      key = t.substr(0, eq);
+      pending = t.substr(eq + 1);
+      for (char ch : pending) depth += ch == '[' ? 1 : ch == ']' ? -1 : 0;
+      if (depth == 0) c[section + "." + key] = python_value(pending.substr(0, pending.size() - 1));
+    }
+  }
+  return c;
+}
+
 /// A JSON document flattened to dotted keys ("zero_optimization.stage"); top-level keys bare.
 Config flattened(const json& j, const std::string& prefix = "") {
   Config c;
@@ -324,6 +375,12 @@ Config parsed(LaunchTarget t, const LaunchRequest& r, const std::string& text) {
       c["$data_parallel_size"] = r.plan.dp;
       return c;
     }
+    case LaunchTarget::kTorchTitanMain: {
+      Config c = python_config(text);
+      c["$data_parallel_size"] = r.plan.dp;
+      c["$dense_region"] = (r.plan.shards_params() ? r.plan.dp : 1) * r.plan.cp * r.plan.tp;
+      return c;
+    }
     case LaunchTarget::kDeepSpeed: {
       Config c = flattened(json::parse(text));
       c["$data_parallel_size"] = r.cluster.num_gpus / r.plan.pp;
@@ -343,6 +400,8 @@ const char* manifest_name(LaunchTarget t) {
       return "megatron";
     case LaunchTarget::kTorchTitan:
       return "torchtitan-v0.2.2";
+    case LaunchTarget::kTorchTitanMain:
+      return "torchtitan-main";
     default:
       return "deepspeed";
   }
@@ -372,7 +431,10 @@ TEST(LaunchRules, EveryEmittedTrainingConfigKeepsItsFrameworksRules) {
     base.cluster = cluster_of(k.gpu, k.gpus);
     base.global_batch = k.gbs;
     base.seq_len = k.seq;
-    for (LaunchTarget f : training_frameworks()) {
+    // TorchTitan main too; a model it does not define gives it no plans.
+    std::vector<LaunchTarget> targets = training_frameworks();
+    targets.push_back(LaunchTarget::kTorchTitanMain);
+    for (LaunchTarget f : targets) {
       const json m = manifest(manifest_name(f));
       for (const ParallelPlan& p : plans_for(f, base)) {
         const LaunchRequest r{base.model, base.cluster, p};
@@ -419,6 +481,25 @@ TEST(LaunchRules, TheCheckerCatchesWhatTheFrameworkRefuses) {
   found.clear();
   for (const std::string& v : violations(manifest("torchtitan-v0.2.2"), t)) found += v + "\n";
   EXPECT_NE(found.find("DDP has not supported > 1D parallelism"), std::string::npos) << found;
+  // TorchTitan main's module: every keyword is read, and async TP without compile is caught.
+  const Config py = python_config(
+      "    config.training.num_tokens_per_microbatch_per_dp_rank = 8192\n"
+      "    config.parallelism = ParallelismConfig(\n"
+      "        tensor_parallel_degree=4,\n"
+      "        module_fqns_per_model_part=[\n"
+      "            [\"tok_embeddings\", \"layers.0\"],\n"
+      "            [\"layers.1\", \"norm\", \"lm_head\"],\n"
+      "        ],\n"
+      "    )\n"
+      "    config.compile = CompileConfig(\n"
+      "        enable=False,\n"
+      "        enable_async_tensor_parallel=True,\n"
+      "    )\n");
+  EXPECT_EQ(py.size(), 5u);
+  EXPECT_EQ(py.at("parallelism.module_fqns_per_model_part").size(), 2u);
+  found.clear();
+  for (const std::string& v : violations(manifest("torchtitan-main"), py)) found += v + "\n";
+  EXPECT_NE(found.find("Async TP requires"), std::string::npos) << found;
 }
 
 serving::Deployment deployment(int tp, int dp, int ep, int64_t seqs) {

@@ -717,5 +717,43 @@ TEST(LaunchTorchTitan, RefusesModelsAndLayoutsItHasNot) {
   EXPECT_TRUE(check_launch(LaunchTarget::kTorchTitan, r).empty());
 }
 
+// TorchTitan main: a Python module deriving the plan from the model's registry function, with
+// main's names (lm_head, token-based batches, SelectiveAC) and its own refusals.
+TEST(LaunchTorchTitanMain, WritesAConfigModuleAndRefusesWhatMainCannotRun) {
+  LaunchRequest r;
+  r.model = find_zoo_model("llama3.1-8b", "t").value();
+  r.cluster = {h100(), 16};
+  r.plan.tp = 2;
+  r.plan.pp = 2;
+  r.plan.dp = 4;
+  r.plan.fsdp = true;
+  r.plan.sequence_parallel = true;
+  r.plan.micro_batch = 2;
+  r.plan.global_batch = 64;
+  r.plan.seq_len = 4096;
+  r.plan.recompute = Recompute::kSelectiveOp;
+  auto t = emit_launch(LaunchTarget::kTorchTitanMain, r);
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  for (const char* line :
+       {"from torchtitan.models.llama3.config_registry import llama3_8b\n",
+        "    config = llama3_8b()\n",
+        "    config.model_spec = model_registry(\"8B\", attn_backend=\"flex_flash\", "
+        "converters=None)\n",
+        "    config.training.num_tokens_per_microbatch_per_dp_rank = 8192\n",
+        "    config.training.num_tokens_per_train_step = 262144\n",
+        "        data_parallel_shard_degree=4,\n", "        num_pp_microbatches=8,\n",
+        "\"layers.31\", \"norm\", \"lm_head\"],\n",
+        "    config.activation_checkpoint = SelectiveAC.Config()\n",
+        "        enable_async_tensor_parallel=False,\n"})
+    EXPECT_NE(t->find(line), std::string::npos) << line << *t;
+  // Main allows DDP beside TP and PP, which v0.2.2 refuses.
+  r.plan.fsdp = false;
+  EXPECT_TRUE(check_launch(LaunchTarget::kTorchTitanMain, r).empty());
+  EXPECT_FALSE(check_launch(LaunchTarget::kTorchTitan, r).empty());
+  r.model = find_zoo_model("mixtral-8x7b", "t").value();
+  EXPECT_TRUE(mentions(check_launch(LaunchTarget::kTorchTitanMain, r),
+                       "TorchTitan main has no model definition"));
+}
+
 }  // namespace
 }  // namespace parallax
