@@ -45,6 +45,11 @@ std::string divisors_text(int64_t n);
 /// The problem with a disaggregated split of `prefill_replicas` of the `dp` replicas (0:
 /// colocated), where "--pd"; none when P and D = dp - P are both at least 1.
 std::optional<Diagnostic> pd_split_problem(int prefill_replicas, int dp);
+/// TorchTitan's module_fqns_per_model_part for the plan's own layer split: one line a virtual
+/// stage, `["tok_embeddings", "layers.0", ...]` (the embedding on the first, "norm" and
+/// `output_name` on the last), each line `indent` and a trailing comma, the whole in brackets
+/// with the closing one indented by `indent` - 2.
+std::string stage_module_names(const LaunchRequest& r, const char* output_name, int indent);
 /// True when the model's layers split into the plan's pp*vpp virtual stages of equal size.
 bool even_stage_split(const ModelSpec& m, const ParallelPlan& p);
 

@@ -1,5 +1,6 @@
 #include "planner/launch/launch.h"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 #include <utility>
@@ -70,6 +71,28 @@ std::optional<Diagnostic> pd_split_problem(int prefill_replicas, int dp) {
                         std::to_string(dp) + ", got P=" + std::to_string(prefill_replicas),
                     dp >= 2 ? "P in 1.." + std::to_string(dp - 1) + ", or 0 (colocated)"
                             : std::string("dp >= 2, or 0 (colocated)")};
+}
+
+std::string stage_module_names(const LaunchRequest& r, const char* output_name, int indent) {
+  const ParallelPlan& p = r.plan;
+  const int stages = p.pp * p.vpp;
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  std::string s = "[\n";
+  for (int v = 0; v < stages; ++v) {
+    std::vector<std::string> names;
+    if (v == 0) names.push_back("tok_embeddings");
+    const int first = first_layer_of_virtual_stage(r.model, p, v);
+    for (int l = first; l < first + layers_in_virtual_stage(r.model, p, v); ++l)
+      names.push_back("layers." + std::to_string(l));
+    if (v == stages - 1) {
+      names.push_back("norm");
+      names.push_back(output_name);
+    }
+    s += pad + "[";
+    for (size_t i = 0; i < names.size(); ++i) s += (i ? ", \"" : "\"") + names[i] + "\"";
+    s += "],\n";
+  }
+  return s + std::string(static_cast<size_t>(std::max(0, indent - 2)), ' ') + "]";
 }
 
 bool even_stage_split(const ModelSpec& m, const ParallelPlan& p) {

@@ -28,34 +28,6 @@ namespace {
 /// Replicated data parallelism (DDP) unless the plan shards parameters (ZeRO-3 or FSDP).
 bool fsdp_sharded(const ParallelPlan& p) { return p.shards_params(); }
 
-std::string quoted(const std::string& s) { return "\"" + s + "\""; }
-
-/// TorchTitan's module names for each virtual stage of the plan's own split: the embedding on
-/// the first, the final norm and output layer on the last.
-std::string model_parts(const LaunchRequest& r) {
-  const ParallelPlan& p = r.plan;
-  const int stages = p.pp * p.vpp;
-  std::string s = "module_fqns_per_model_part = [\n";
-  for (int v = 0; v < stages; ++v) {
-    std::vector<std::string> names;
-    if (v == 0) names.push_back("tok_embeddings");
-    const int first = first_layer_of_virtual_stage(r.model, p, v);
-    const int count = layers_in_virtual_stage(r.model, p, v);
-    for (int l = first; l < first + count; ++l) names.push_back("layers." + std::to_string(l));
-    if (v == stages - 1) {
-      names.push_back("norm");
-      names.push_back("output");
-    }
-    s += "  [";
-    for (size_t i = 0; i < names.size(); ++i) {
-      if (i > 0) s += ", ";
-      s += quoted(names[i]);
-    }
-    s += "],\n";
-  }
-  return s + "]\n";
-}
-
 std::string training_section(const LaunchRequest& r) {
   const ParallelPlan& p = r.plan;
   // With pipelining the local batch is every microbatch of one step (TorchTitan splits it into
@@ -85,7 +57,7 @@ std::string parallelism_section(const LaunchRequest& r) {
     s += std::string("pipeline_parallel_schedule = ") +
          (p.vpp > 1 ? "\"Interleaved1F1B\"" : "\"1F1B\"") + "\n";
     s += "pipeline_parallel_microbatch_size = " + std::to_string(p.micro_batch) + "\n";
-    s += model_parts(r);
+    s += "module_fqns_per_model_part = " + stage_module_names(r, "output", 2) + "\n";
   }
   if (r.model.moe) {
     s += "expert_parallel_degree = " + std::to_string(p.ep) + "\n";

@@ -54,28 +54,6 @@ std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 std::string python_bool(bool b) { return b ? "True" : "False"; }
 
-/// module_fqns_per_model_part: the plan's own split, main's module names.
-std::string model_parts(const LaunchRequest& r) {
-  const ParallelPlan& p = r.plan;
-  const int stages = p.pp * p.vpp;
-  std::string s = "[\n";
-  for (int v = 0; v < stages; ++v) {
-    std::vector<std::string> names;
-    if (v == 0) names.push_back("tok_embeddings");
-    const int first = first_layer_of_virtual_stage(r.model, p, v);
-    for (int l = first; l < first + layers_in_virtual_stage(r.model, p, v); ++l)
-      names.push_back("layers." + std::to_string(l));
-    if (v == stages - 1) {
-      names.push_back("norm");
-      names.push_back("lm_head");
-    }
-    s += "            [";
-    for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + quoted(names[i]);
-    s += "],\n";
-  }
-  return s + "        ]";
-}
-
 std::string parallelism(const LaunchRequest& r) {
   const ParallelPlan& p = r.plan;
   const bool shard = p.shards_params();
@@ -89,7 +67,7 @@ std::string parallelism(const LaunchRequest& r) {
   if (p.pp > 1) {
     kw.push_back({"pipeline_parallel_schedule", quoted(p.vpp > 1 ? "Interleaved1F1B" : "1F1B")});
     kw.push_back({"num_pp_microbatches", std::to_string(p.num_microbatches())});
-    kw.push_back({"module_fqns_per_model_part", model_parts(r)});
+    kw.push_back({"module_fqns_per_model_part", stage_module_names(r, "lm_head", 12)});
   }
   if (r.model.moe) kw.push_back({"expert_parallel_degree", std::to_string(p.ep)});
   std::string s = "    config.parallelism = ParallelismConfig(\n";
