@@ -141,6 +141,11 @@ FrameworkSwitches switches_of(std::optional<LaunchTarget> f) {
   return {{R::kNone, R::kSelective, R::kFull}};
 }
 
+/// TorchTitan, released or main: the same data parallelism (DDP or FSDP2, always overlapped).
+bool is_torchtitan(LaunchTarget f) {
+  return f == LaunchTarget::kTorchTitan || f == LaunchTarget::kTorchTitanMain;
+}
+
 bool contains(const std::vector<Recompute>& v, Recompute r) {
   return std::find(v.begin(), v.end(), r) != v.end();
 }
@@ -155,8 +160,7 @@ bool runs_as_simulated(LaunchTarget f, const PlanConstraints& c, const ParallelP
   });
   // TorchTitan applies FSDP over the context-parallel ranks even without
   // data_parallel_shard_degree: replicated parameters with cp > 1 are not what it runs.
-  if ((f == LaunchTarget::kTorchTitan || f == LaunchTarget::kTorchTitanMain) && !p.fsdp && p.cp > 1)
-    return false;
+  if (is_torchtitan(f) && !p.fsdp && p.cp > 1) return false;
   return stack.attention == p.attention && stack.eager == p.eager && sharding &&
          contains(sw.recomputes, p.recompute) &&
          (sw.tp_overlap || !p.overlap_tp_comm || p.tp == 1) &&
@@ -337,7 +341,7 @@ ParallelPlan framework_stack(LaunchTarget f, const PlanConstraints& c, ParallelP
   }
   // TorchTitan main runs FlexAttention's FLASH backend (flex_flash): the part's fused kernel.
   if (f == LaunchTarget::kTorchTitanMain) p.eager = false;
-  if (f == LaunchTarget::kTorchTitan || f == LaunchTarget::kTorchTitanMain) {
+  if (is_torchtitan(f)) {
     p.overlap_grad_reduce = true;
     p.overlap_param_gather = true;
   }

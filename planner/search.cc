@@ -22,12 +22,16 @@ struct Candidate {
   double bound = 0;  ///< lower bound of the objective value
 };
 
+/// Seconds to train the token budget with a step of `step_time_s` per global batch.
+double seconds_to_train(const SearchOptions& opt, double step_time_s, const ParallelPlan& p) {
+  return opt.token_budget * step_time_s / (static_cast<double>(p.global_batch) * p.seq_len);
+}
+
 /// True when a plan whose step takes `step_time_s` cannot train the token budget within the
 /// deadline.
 bool misses_deadline(const SearchOptions& opt, double step_time_s, const ParallelPlan& p) {
   if (opt.max_days <= 0 || opt.token_budget <= 0) return false;
-  const double tokens_per_s = static_cast<double>(p.global_batch) * p.seq_len / step_time_s;
-  return opt.token_budget / tokens_per_s / 86400 > opt.max_days;
+  return seconds_to_train(opt, step_time_s, p) / 86400 > opt.max_days;
 }
 
 /// Seconds per token, times the GPUs for the cost objective.
@@ -189,7 +193,7 @@ RankedPlan ranked(const StepReport& rep, const SearchOptions& opt) {
   rp.report = rep;
   rp.objective_value = objective_of(opt.objective, rep.step_time_s, rep.plan);
   if (opt.token_budget > 0) {
-    const double seconds = opt.token_budget / rep.tokens_per_s;
+    const double seconds = seconds_to_train(opt, rep.step_time_s, rep.plan);
     rp.time_to_train_days = seconds / 86400;
     rp.gpu_hours = seconds * rep.gpus / 3600;
   }
@@ -215,10 +219,7 @@ std::vector<RankedPlan> simulate_best(const std::vector<PlanRequest>& requests,
     });
     for (auto& rep : out) {
       if (!rep) continue;
-      if (misses_deadline(opt, rep->step_time_s, rep->plan)) {
-        ++stats->over_deadline;
-        continue;
-      }
+      if (misses_deadline(opt, rep->step_time_s, rep->plan)) continue;
       top.push_back(ranked(*rep, opt));
     }
     std::sort(top.begin(), top.end(), ranked_before);

@@ -56,7 +56,6 @@ struct SearchStats {
   /// Simulated plans left out of the ranking because a better-ranked one has the same
   /// objective and peak memory (e.g. ZeRO-2 vs ZeRO-1 under pipelining).
   int64_t equivalent = 0;
-  int64_t over_deadline = 0;    ///< simulated plans that train the budget in more than max_days
   std::vector<int> gpu_counts;  ///< the GPU counts searched
   double headroom = 0;          ///< the fraction of HBM left free (PlanConstraints)
 };

@@ -45,6 +45,10 @@ std::string divisors_text(int64_t n);
 /// The problem with a disaggregated split of `prefill_replicas` of the `dp` replicas (0:
 /// colocated), where "--pd"; none when P and D = dp - P are both at least 1.
 std::optional<Diagnostic> pd_split_problem(int prefill_replicas, int dp);
+/// The problem with a disaggregated deployment (`prefill_replicas` > 0) of `gpus` GPUs over hosts
+/// of `gpus_per_node` (0: one host) for `engine`: parallax emits P/D on one host only.
+std::optional<Diagnostic> multi_host_pd_problem(const char* engine, int gpus, int gpus_per_node,
+                                                int prefill_replicas);
 /// TorchTitan's module_fqns_per_model_part for the plan's own layer split: one line a virtual
 /// stage, `["tok_embeddings", "layers.0", ...]` (the embedding on the first, "norm" and
 /// `output_name` on the last), each line `indent` and a trailing comma, the whole in brackets

@@ -95,6 +95,16 @@ std::string stage_module_names(const LaunchRequest& r, const char* output_name, 
   return s + std::string(static_cast<size_t>(std::max(0, indent - 2)), ' ') + "]";
 }
 
+std::optional<Diagnostic> multi_host_pd_problem(const char* engine, int gpus, int gpus_per_node,
+                                                int prefill_replicas) {
+  if (gpus_per_node <= 0 || gpus <= gpus_per_node || prefill_replicas <= 0) return std::nullopt;
+  return Diagnostic{"--pd",
+                    std::string("parallax emits a disaggregated ") + engine +
+                        " deployment on one host only, got " + std::to_string(gpus) +
+                        " GPUs over hosts of " + std::to_string(gpus_per_node),
+                    "a colocated deployment, or one host"};
+}
+
 bool even_stage_split(const ModelSpec& m, const ParallelPlan& p) {
   return m.layers % (p.pp * p.vpp) == 0;
 }

@@ -262,11 +262,8 @@ Diagnostics check_sglang(const ModelSpec& m, const serving::Deployment& d,
                        std::to_string(d.dp) + " replicas of " + std::to_string(per) +
                        " GPUs, each over several hosts",
                    "one replica, or --enable-dp-attention"});
-  if (host > 0 && d.gpus() > host && s.prefill_replicas > 0)
-    out.push_back({"--pd",
-                   "parallax emits a disaggregated SGLang deployment on one host only, got " +
-                       std::to_string(d.gpus()) + " GPUs over hosts of " + std::to_string(host),
-                   "a colocated deployment, or one host"});
+  if (auto pd = launch::multi_host_pd_problem("SGLang", d.gpus(), host, s.prefill_replicas))
+    out.push_back(*pd);
   if (d.gpu_memory_utilization >= 1)
     out.push_back({"--gpu-memory-utilization",
                    "SGLang's --mem-fraction-static must leave room for activations, got " +

@@ -326,11 +326,8 @@ Diagnostics check_vllm(const ModelSpec& m, const serving::Deployment& d,
                    "an instance over several hosts spans whole hosts of " + std::to_string(host) +
                        " GPUs, got tp*pp=" + std::to_string(per),
                    "tp*pp a multiple of " + std::to_string(host)});
-  if (host > 0 && d.gpus() > host && s.prefill_replicas > 0)
-    out.push_back({"--pd",
-                   "parallax emits a disaggregated vLLM deployment on one host only, got " +
-                       std::to_string(d.gpus()) + " GPUs over hosts of " + std::to_string(host),
-                   "a colocated deployment, or one host"});
+  if (auto pd = launch::multi_host_pd_problem("vLLM", d.gpus(), host, s.prefill_replicas))
+    out.push_back(*pd);
   if (d.ep > 1 && m.moe && d.ep != d.tp && d.ep != d.tp * d.dp)
     out.push_back({"--ep",
                    "vLLM's --enable-expert-parallel spreads the experts over all tensor-parallel "
