@@ -1,6 +1,7 @@
 // The raw results of a calibration run as JSON (`calibrate --raw`, `--from-raw`): every point
 // with its statistics, and what was left out and why.
 #include <cmath>
+#include <cstdint>
 #include <optional>
 
 #include "calibrate/suite.h"
@@ -105,8 +106,8 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   d.communicator = f.string("communicator", "");
   d.date = f.string("date", "");
   d.driver = f.string("driver", "");
-  d.ranks = static_cast<int>(f.integer("ranks", 1));
-  d.local_size = static_cast<int>(f.integer("local_size", 1));
+  d.ranks = static_cast<int>(f.integer_in("ranks", 1, 1 << 20, "ranks that measured", 1));
+  d.local_size = static_cast<int>(f.integer_in("local_size", 1, 1 << 20, "ranks on one node", 1));
   d.shared_processors = static_cast<int>(f.integer("shared_processors", 0));
   if (const Json* s = f.object("settle")) {
     JsonFields sf(*s, where + "/settle", &diag);
@@ -116,12 +117,13 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   }
   d.memory_gib = f.number("memory_gib", 0.0);
   d.baseline_gib = f.number("baseline_gib", 0.0);
-  d.activation_bytes = static_cast<int>(f.integer("activation_bytes", 4));
+  d.activation_bytes = static_cast<int>(
+      f.integer_in("activation_bytes", 1, 8, "bytes of one activation element", 4));
   d.attention_representative = f.boolean("attention_representative", true);
   d.quick = f.boolean("quick", false);
   d.seconds = f.number("seconds", 0.0);
   auto rows = [&](const char* key, auto&& read) {
-    const Json* arr = f.object(key);
+    const Json* arr = f.array(key);
     if (!arr) return;
     for (size_t i = 0; i < arr->size(); ++i) {
       const std::string w = where + "/" + key + "/" + std::to_string(i);
@@ -140,7 +142,10 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   };
   rows("gemm", [&](JsonFields& r, const std::string& w, const Stats& s) {
     GemmPoint p;
-    p.shape = {r.integer("m"), r.integer("n"), r.integer("k")};
+    const int64_t kMaxDim = INT32_MAX;
+    p.shape = {r.integer_in("m", 1, kMaxDim, "a GEMM dimension"),
+               r.integer_in("n", 1, kMaxDim, "a GEMM dimension"),
+               r.integer_in("k", 1, kMaxDim, "a GEMM dimension")};
     const std::string prec = r.string("precision");
     if (auto pp = parse_precision(prec))
       p.precision = *pp;
@@ -158,8 +163,9 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
     else
       diag.push_back(
           {w + "/kernel", "unknown kernel '" + k + "'", "copy, triad, rmsnorm, swiglu, softmax"});
-    p.shape.rows = r.integer("rows");
-    p.shape.cols = r.integer("cols");
+    // Bounded so that rows * cols * bytes cannot overflow: calibrate measures far less.
+    p.shape.rows = r.integer_in("rows", 1, 1 << 24, "rows of a measured kernel");
+    p.shape.cols = r.integer_in("cols", 1, 1 << 24, "columns of a measured kernel");
     p.bytes = memory_kernel_bytes(p.shape.kernel, p.shape.rows, p.shape.cols, d.activation_bytes);
     p.stats = s;
     p.gbps = s.median_s > 0 ? p.bytes / s.median_s / kGB : 0;
@@ -167,7 +173,9 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   });
   rows("attention", [&](JsonFields& r, const std::string&, const Stats& s) {
     AttentionPoint p;
-    p.shape = {r.integer("batch_heads"), r.integer("seq"), r.integer("head_dim"),
+    p.shape = {r.integer_in("batch_heads", 1, 1 << 20, "batch times heads of a measured kernel"),
+               r.integer_in("seq", 1, 1 << 24, "sequence of a measured kernel"),
+               r.integer_in("head_dim", 1, 4096, "head size of a measured kernel"),
                r.boolean("backward", false)};
     p.flops = attention_flops(p.shape);
     p.stats = s;
@@ -182,17 +190,20 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
     else
       diag.push_back({w + "/op", "unknown collective '" + op + "'",
                       "all_reduce, all_gather, reduce_scatter, all_to_all, send_recv"});
-    p.link =
-        r.string("link", "scale_up") == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
-    p.ranks = static_cast<int>(r.integer("ranks"));
-    p.stride = static_cast<int>(r.integer("stride", 1));
-    p.bytes = r.number("bytes");
+    const std::string link = r.string("link", "scale_up");
+    if (link != "scale_up" && link != "scale_out")
+      diag.push_back({w + "/link", "unknown link '" + text_excerpt(link, 40) + "'",
+                      "valid: scale_up, scale_out"});
+    p.link = link == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
+    p.ranks = static_cast<int>(r.integer_in("ranks", 2, 1 << 20, "a collective spans 2+ ranks"));
+    p.stride = static_cast<int>(r.integer_in("stride", 1, 1 << 20, "ranks between members", 1));
+    p.bytes = r.number_in("bytes", 1, 1e15, "bytes a collective moves");
     p.stats = s;
     p.algbw_gbps = s.median_s > 0 ? p.bytes / s.median_s / kGB : 0;
     p.busbw_gbps = p.algbw_gbps * bus_factor(p.op, p.ranks);
     d.collectives.push_back(p);
   });
-  if (const Json* rej = f.object("rejected")) {
+  if (const Json* rej = f.array("rejected")) {
     for (size_t i = 0; i < rej->size(); ++i) {
       JsonFields r((*rej)[i], where + "/rejected/" + std::to_string(i), &diag);
       d.rejected.push_back({r.string("table"), r.string("what"), r.string("why")});

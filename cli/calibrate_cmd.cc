@@ -303,7 +303,7 @@ void add_calibrate_command(CLI::App& app, int* exit_code) {
       "it is from the machine today; exits 1 beyond --tolerance");
   cmd->add_option("--tolerance", o->tolerance,
                   "largest median |measured / profile - 1| --check accepts (default 0.15)")
-      ->check(CLI::Range(0.0, 10.0));
+      ->check(finite_in(0, 10));
   cmd->add_option("--profiles-dir", o->profiles_dir,
                   "directory of extra hardware profiles (*.json)");
   cmd->footer(

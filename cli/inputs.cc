@@ -1,7 +1,10 @@
 #include "cli/inputs.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,12 +16,50 @@
 
 #include "core/hf_config.h"
 #include "core/model_zoo.h"
+#include "core/text.h"
 
 namespace parallax::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string range_text(double lo, double hi) {
+  return "[" + format_number("%g", lo) + ", " + format_number("%g", hi) + "]";
+}
+
+}  // namespace
+
+CLI::Validator finite_in(double lo, double hi, const std::string& why) {
+  return CLI::Validator(
+      [lo, hi, why](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi)
+          return "got '" + text_excerpt(text, 40) + "', want a number in " + range_text(lo, hi) +
+                 (why.empty() ? "" : " (" + why + ")");
+        return "";
+      },
+      "FLOAT in " + range_text(lo, hi));
+}
+
+CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& why) {
+  return CLI::Validator(
+      [lo, hi, why](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (end == text.c_str() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+          return "got '" + text_excerpt(text, 40) + "', want an integer in [" + std::to_string(lo) +
+                 ", " + std::to_string(hi) + "]" + (why.empty() ? "" : " (" + why + ")");
+        return "";
+      },
+      "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
 Result<std::string> read_file(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return Diagnostic{path, "is a directory", "give a file"};
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Diagnostic{path, "cannot open file",
@@ -28,7 +69,28 @@ Result<std::string> read_file(const std::string& path) {
   return ss.str();
 }
 
+void remove_stale_temporaries(const std::string& path) {
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.size() > 9 || pid_text.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    // Only a writer that no longer runs: kill(pid, 0) fails with ESRCH for no such process.
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (fs::remove(e.path(), ec))
+      std::cerr << "note: removed " << e.path().string()
+                << ", left by an interrupted write (process " << pid << ")\n";
+  }
+}
+
 Result<bool> write_file_atomic(const std::string& path, const std::string& text) {
+  remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -220,30 +282,37 @@ void flag_enum(const std::string& value, const char* flag, auto parse, auto* tar
 
 namespace {
 
-/// Applies the numeric flags that were given; every given value must be positive.
+/// Applies the numeric flags that were given; every given value must be positive and within
+/// the bounds of a layout (core/parallel_plan.h), checked here so that no value wraps in an int.
 void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) {
+  auto set_int = [](int* target) { return [target](int64_t v) { *target = static_cast<int>(v); }; };
   const struct {
     const char* name;
     int64_t value;
+    int64_t max;
     std::function<void(int64_t)> set;
   } numeric[] = {
-      {"tp", f.tp, [p](int64_t v) { p->tp = static_cast<int>(v); }},
-      {"pp", f.pp, [p](int64_t v) { p->pp = static_cast<int>(v); }},
-      {"dp", f.dp, [p](int64_t v) { p->dp = static_cast<int>(v); }},
-      {"cp", f.cp, [p](int64_t v) { p->cp = static_cast<int>(v); }},
-      {"ep", f.ep, [p](int64_t v) { p->ep = static_cast<int>(v); }},
-      {"etp", f.etp, [p](int64_t v) { p->etp = static_cast<int>(v); }},
-      {"vpp", f.vpp, [p](int64_t v) { p->vpp = static_cast<int>(v); }},
-      {"mbs", f.mbs, [p](int64_t v) { p->micro_batch = static_cast<int>(v); }},
-      {"gbs", f.gbs, [p](int64_t v) { p->global_batch = v; }},
-      {"seq", f.seq, [p](int64_t v) { p->seq_len = v; }},
-      {"gpus", f.gpus, [](int64_t) {}},
+      {"tp", f.tp, kMaxGpus, set_int(&p->tp)},
+      {"pp", f.pp, kMaxGpus, set_int(&p->pp)},
+      {"dp", f.dp, kMaxGpus, set_int(&p->dp)},
+      {"cp", f.cp, kMaxGpus, set_int(&p->cp)},
+      {"ep", f.ep, kMaxGpus, set_int(&p->ep)},
+      {"etp", f.etp, kMaxGpus, set_int(&p->etp)},
+      {"vpp", f.vpp, kMaxGpus, set_int(&p->vpp)},
+      {"mbs", f.mbs, kMaxGlobalBatch, set_int(&p->micro_batch)},
+      {"gbs", f.gbs, kMaxGlobalBatch, [p](int64_t v) { p->global_batch = v; }},
+      {"seq", f.seq, kMaxSeqLen, [p](int64_t v) { p->seq_len = v; }},
+      {"gpus", f.gpus, kMaxGpus, [](int64_t) {}},
   };
   for (const auto& n : numeric) {
     if (n.value == kUnset) continue;
     if (n.value <= 0)
       d->push_back({std::string("--") + n.name,
                     std::string(n.name) + " must be positive, got " + std::to_string(n.value), ""});
+    else if (n.value > n.max)
+      d->push_back({std::string("--") + n.name,
+                    std::string(n.name) + "=" + std::to_string(n.value) + " is out of range",
+                    "at most " + std::to_string(n.max)});
     else
       n.set(n.value);
   }
@@ -376,6 +445,10 @@ int report_errors(const Diagnostics& d) {
   // their lines would interleave.
   for (const auto& e : d) std::cerr << ("error: " + e.str() + "\n") << std::flush;
   return kExitBadInput;
+}
+
+void report_warnings(const Diagnostics& d) {
+  for (const auto& e : d) std::cerr << ("warning: " + e.str() + "\n") << std::flush;
 }
 
 Result<ServingInputs> resolve_serving_inputs(const std::string& model, const std::string& cluster,

@@ -16,9 +16,18 @@ namespace parallax::cli {
 /// Exit codes: 0 ok, 1 the answer is negative (e.g. does not fit), 2 bad input.
 inline constexpr int kExitBadInput = 2;
 
+/// A flag check: a finite number in [lo, hi]. (CLI::Range lets NaN through: every comparison
+/// with NaN is false.) The message names the flag, the range and `why`.
+CLI::Validator finite_in(double lo, double hi, const std::string& why = "");
+/// A flag check: an integer count in [lo, hi], with `why` in the message.
+CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& why = "");
+
 Result<std::string> read_file(const std::string& path);
-/// Writes via a temporary file and rename, so readers never see a partial file.
+/// Writes via a temporary file (`path.tmp.PID`) and rename, so readers never see a partial
+/// file; first removes the temporaries of `path` that a killed writer left behind.
 Result<bool> write_file_atomic(const std::string& path, const std::string& text);
+/// Removes every `path.tmp.PID` whose process no longer runs, with a note on stderr.
+void remove_stale_temporaries(const std::string& path);
 
 /// Built-in profiles plus every *.json in `extra_dir` (which override by name).
 Result<std::vector<HwProfile>> load_profiles(const std::string& extra_dir);
@@ -71,5 +80,7 @@ Result<ServingInputs> resolve_serving_inputs(const std::string& model, const std
 
 /// Prints diagnostics to stderr, one per line, prefixed "error: ".
 int report_errors(const Diagnostics& d);
+/// Prints diagnostics to stderr, one per line, prefixed "warning: ".
+void report_warnings(const Diagnostics& d);
 
 }  // namespace parallax::cli

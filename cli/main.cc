@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
       "  parallax serve --model llama3.1-70b --cluster h100-sxm-80gb --gpus 8 --tp 8 --rate 4\n"
       "  parallax models\n"
       "  parallax profiles h100-sxm-80gb");
+  // A flag error says "error:" like every other, so scripts and people find it the same way.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+  });
   int exit_code = 0;
   parallax::cli::add_plan_command(app, &exit_code);
   parallax::cli::add_whatif_command(app, &exit_code);
@@ -47,6 +51,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : parallax::cli::kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    // Inputs are bounded where they are read; this is the last guard, not the plan.
+    std::cerr << "error: out of memory: the input asks for more work than this machine holds\n";
+    return parallax::cli::kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "error: internal error: " << e.what() << "\n";
+    return 4;
   }
   return exit_code;
 }

@@ -19,8 +19,9 @@ std::optional<double> parse_headroom(const std::string& s) {
   const double v = std::strtod(s.c_str(), &end);
   if (end == s.c_str()) return std::nullopt;
   const std::string rest(end);
-  if (rest == "%") return v / 100;
-  if (rest.empty() && v <= 1) return v;
+  // A fraction of HBM in [0, 1): NaN fails every comparison and is refused with the rest.
+  const double fraction = rest == "%" ? v / 100 : rest.empty() ? v : -1;
+  if (fraction >= 0 && fraction < 1) return fraction;
   return std::nullopt;
 }
 
@@ -32,10 +33,12 @@ void add_plan_flags(CLI::App* cmd, PlanFlags* f) {
   cmd->add_option("--objective", f->objective,
                   "throughput (default) | time-to-train | cost (GPU-hours; may use fewer GPUs); "
                   "the last two need --tokens");
-  cmd->add_option("--tokens", f->tokens, "token budget to train, e.g. 15e12");
+  cmd->add_option("--tokens", f->tokens, "token budget to train, e.g. 15e12")
+      ->check(finite_in(1, 1e18, "tokens to train"));
   cmd->add_option("--max-days", f->max_days,
                   "with --tokens: keep only plans that train them within this many days (a "
-                  "deadline for --objective cost, which may otherwise pick a few GPUs for years)");
+                  "deadline for --objective cost, which may otherwise pick a few GPUs for years)")
+      ->check(finite_in(1e-3, 1e5, "days"));
   cmd->add_option("--framework", f->framework,
                   std::string("keep only plans this framework runs, simulated with its stack and "
                               "its switches searched (torchtitan: per-op selective recompute, SDPA "
@@ -48,11 +51,15 @@ void add_plan_flags(CLI::App* cmd, PlanFlags* f) {
                   "reserved_gib: CUDA context, NCCL buffers), as a percentage (10%) or a fraction "
                   "(0.1); default 10%, what PyTorch's caching allocator reserves beyond what it "
                   "hands out (measured 11-15% in LLM training; sources in the README)");
-  cmd->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree");
-  cmd->add_option("--max-pp", f->max_pp, "largest pipeline-parallel degree");
-  cmd->add_option("--max-cp", f->max_cp, "largest context-parallel degree");
-  cmd->add_option("--max-vpp", f->max_vpp, "most virtual stages per pipeline rank");
-  cmd->add_option("--max-mbs", f->max_mbs, "largest micro batch");
+  cmd->add_option("--max-tp", f->max_tp, "largest tensor-parallel degree")
+      ->check(count_in(1, kMaxGpus));
+  cmd->add_option("--max-pp", f->max_pp, "largest pipeline-parallel degree")
+      ->check(count_in(1, kMaxGpus));
+  cmd->add_option("--max-cp", f->max_cp, "largest context-parallel degree")
+      ->check(count_in(1, kMaxGpus));
+  cmd->add_option("--max-vpp", f->max_vpp, "most virtual stages per pipeline rank")
+      ->check(count_in(1, 1024));
+  cmd->add_option("--max-mbs", f->max_mbs, "largest micro batch")->check(count_in(1, 1 << 16));
   cmd->add_flag("--tp-across-domains", f->tp_across_domains,
                 "allow tensor parallelism beyond one NVLink domain");
   cmd->add_option("--threads", f->threads, "worker threads (default: all cores)")

@@ -17,6 +17,7 @@
 #include "simulator/serving/serve_sim.h"
 #include "simulator/serving/step_cost.h"
 #include "simulator/serving/step_shape.h"
+#include "simulator/serving/workload.h"
 
 namespace parallax::cli {
 namespace {
@@ -137,7 +138,9 @@ Result<std::vector<serving::Request>> load_requests(const Opts& o) {
   if (!o.requests_file.empty()) {
     auto text = read_file(o.requests_file);
     if (!text) return text.errors();
-    out = serving::parse_requests(text.value(), o.requests_file, o.hash_block);
+    Diagnostics notes;
+    out = serving::parse_requests(text.value(), o.requests_file, o.hash_block, &notes);
+    report_warnings(notes);
   }
   if (out && o.prefix_len > 0)
     serving::assign_shared_prefixes(&out.value(), o.prefix_len, o.prefix_groups, o.seed);
@@ -359,49 +362,68 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "zoo model name, a model JSON, or a Hugging Face config.json");
   cmd->add_option("--cluster", o->cluster, "hardware profile name or file");
   cmd->add_option("--profiles-dir", o->profiles_dir, "directory of extra hardware profiles");
-  cmd->add_option("--gpus", o->gpus, "GPUs (= tp * pp * dp)");
-  cmd->add_option("--tp", o->tp, "tensor-parallel size of a replica");
-  cmd->add_option("--pp", o->pp, "pipeline-parallel size of a replica");
-  cmd->add_option("--dp", o->dp, "replicas (derived from --gpus when left out)");
+  cmd->add_option("--gpus", o->gpus, "GPUs (= tp * pp * dp)")->check(count_in(1, kMaxGpus));
+  cmd->add_option("--tp", o->tp, "tensor-parallel size of a replica")->check(count_in(1, 1 << 16));
+  cmd->add_option("--pp", o->pp, "pipeline-parallel size of a replica")
+      ->check(count_in(1, 1 << 16));
+  cmd->add_option("--dp", o->dp, "replicas (derived from --gpus when left out)")
+      ->check(count_in(1, kMaxGpus));
   cmd->add_option("--ep", o->ep,
                   "expert-parallel ranks (MoE): dividing tp (inside each replica), or tp*dp "
-                  "(experts over every replica, which then step together)");
+                  "(experts over every replica, which then step together)")
+      ->check(count_in(1, kMaxGpus));
   cmd->add_option("--precision", o->precision, "weights and GEMMs: bf16 | fp8");
-  cmd->add_option("--rate", o->rate, "Poisson arrival rate, requests/s (0: all at once)");
-  cmd->add_option("--requests", o->requests, "number of requests");
-  cmd->add_option("--prompt-len", o->prompt_len, "prompt tokens of each request");
-  cmd->add_option("--output-len", o->output_len, "output tokens of each request");
+  cmd->add_option("--rate", o->rate, "Poisson arrival rate, requests/s (0: all at once)")
+      ->check(finite_in(0, 1e9, "requests per second"));
+  cmd->add_option("--requests", o->requests, "number of requests")
+      ->check(count_in(1, serving::kMaxRequests, "each request is simulated"));
+  cmd->add_option("--prompt-len", o->prompt_len, "prompt tokens of each request")
+      ->check(count_in(1, kMaxSeqLen));
+  cmd->add_option("--output-len", o->output_len, "output tokens of each request")
+      ->check(count_in(1, kMaxSeqLen));
   cmd->add_option("--requests-file", o->requests_file,
                   "a trace: JSON Lines or CSV with arrival_s, prompt_len, output_len (and "
                   "hash_ids in JSON Lines)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--seed", o->seed, "seed of the arrivals");
-  cmd->add_option("--max-num-seqs", o->engine.max_num_seqs, "running requests at most (vLLM)");
+  cmd->add_option("--max-num-seqs", o->engine.max_num_seqs, "running requests at most (vLLM)")
+      ->check(count_in(1, 1 << 20));
   cmd->add_option("--max-num-batched-tokens", o->engine.max_num_batched_tokens,
-                  "tokens of one engine step at most (vLLM)");
-  cmd->add_option("--block-size", o->engine.block_size, "KV-cache block, tokens");
+                  "tokens of one engine step at most (vLLM)")
+      ->check(count_in(1, 1 << 30));
+  cmd->add_option("--block-size", o->engine.block_size, "KV-cache block, tokens")
+      ->check(count_in(1, 1 << 20));
   cmd->add_option("--gpu-memory-utilization", o->engine.gpu_memory_utilization,
-                  "fraction of HBM the engine may use (vLLM's default 0.9)");
-  cmd->add_option("--chunked-prefill", o->chunked_prefill, "1/0: split long prompts over steps");
+                  "fraction of HBM the engine may use (vLLM's default 0.9)")
+      ->check(finite_in(0.01, 1, "a fraction of HBM"));
+  cmd->add_option("--chunked-prefill", o->chunked_prefill, "1/0: split long prompts over steps")
+      ->check(count_in(0, 1));
   cmd->add_option("--long-prefill-token-threshold", o->long_prefill,
-                  "tokens a prefill may compute in one step (0: no cap)");
+                  "tokens a prefill may compute in one step (0: no cap)")
+      ->check(count_in(0, 1 << 30));
   cmd->add_flag("--two-batch-overlap", o->engine.two_batch_overlap,
                 "with --ep tp*dp: each step as two micro-batches, one's all-to-alls overlapping "
                 "the other's compute (vLLM --enable-dbo, SGLang --enable-two-batch-overlap)");
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching,
                 "turn off automatic prefix caching (vLLM V1 and SGLang have it on)");
   cmd->add_option("--prefix-len", o->prefix_len,
-                  "tokens of each prompt shared with other requests (a system prompt; 0: none)");
+                  "tokens of each prompt shared with other requests (a system prompt; 0: none)")
+      ->check(count_in(0, kMaxSeqLen));
   cmd->add_option("--prefix-groups", o->prefix_groups,
-                  "distinct shared prefixes, one drawn per request (with --prefix-len)");
+                  "distinct shared prefixes, one drawn per request (with --prefix-len)")
+      ->check(count_in(1, 1 << 30));
   cmd->add_option("--hash-block", o->hash_block,
-                  "tokens each hash_ids entry of a JSON Lines trace names (Mooncake: 512)");
-  cmd->add_option("--slo-ttft", o->slo_ttft, "TTFT target for goodput, seconds (0: none)");
-  cmd->add_option("--slo-tpot", o->slo_tpot, "TPOT target for goodput, seconds (0: none)");
+                  "tokens each hash_ids entry of a JSON Lines trace names (Mooncake: 512)")
+      ->check(count_in(1, kMaxSeqLen));
+  cmd->add_option("--slo-ttft", o->slo_ttft, "TTFT target for goodput, seconds (0: none)")
+      ->check(finite_in(0, 1e6, "seconds"));
+  cmd->add_option("--slo-tpot", o->slo_tpot, "TPOT target for goodput, seconds (0: none)")
+      ->check(finite_in(0, 1e6, "seconds"));
   cmd->add_option("--pd", o->pd,
                   "P:D: disaggregate the dp replicas into P prefill and D decode replicas");
   cmd->add_option("--prefill-max-num-batched-tokens", o->prefill_max_batched,
-                  "tokens of one prefill-pool step at most (default --max-num-batched-tokens)");
+                  "tokens of one prefill-pool step at most (default --max-num-batched-tokens)")
+      ->check(count_in(1, 1 << 30));
   cmd->add_option("--format", o->format, "table | json")->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--trace", o->trace, "write a Chrome/Perfetto trace of the engine steps");
   cmd->footer(

@@ -12,6 +12,7 @@
 #include "core/text.h"
 #include "planner/launch/serve_launch.h"
 #include "planner/serve_plan.h"
+#include "simulator/serving/workload.h"
 
 namespace parallax::cli {
 namespace {
@@ -165,25 +166,37 @@ void add_serve_plan_command(CLI::App& app, int* exit_code) {
                   "zoo model name, a model JSON, or a Hugging Face config.json");
   cmd->add_option("--cluster", o->cluster, "hardware profile name or file");
   cmd->add_option("--profiles-dir", o->profiles_dir, "directory of extra hardware profiles");
-  cmd->add_option("--gpus", o->gpus, "GPUs of the deployment");
-  cmd->add_option("--tp", o->tp, "pin the tensor-parallel size of a replica (0: searched)");
-  cmd->add_option("--pp", o->pp, "pin the pipeline-parallel size of a replica (0: searched)");
+  cmd->add_option("--gpus", o->gpus, "GPUs of the deployment")->check(count_in(1, kMaxGpus));
+  cmd->add_option("--tp", o->tp, "pin the tensor-parallel size of a replica (0: searched)")
+      ->check(count_in(0, 1 << 16));
+  cmd->add_option("--pp", o->pp, "pin the pipeline-parallel size of a replica (0: searched)")
+      ->check(count_in(0, 1 << 16));
   cmd->add_option("--precision", o->precision, "weights and GEMMs: bf16 | fp8");
-  cmd->add_option("--rate", o->workload.rate_per_s, "Poisson arrival rate, requests/s");
-  cmd->add_option("--requests", o->workload.requests, "requests simulated per candidate");
-  cmd->add_option("--prompt-len", o->workload.prompt_len, "prompt tokens of each request");
-  cmd->add_option("--output-len", o->workload.output_len, "output tokens of each request");
+  cmd->add_option("--rate", o->workload.rate_per_s, "Poisson arrival rate, requests/s")
+      ->check(finite_in(0, 1e9, "requests per second"));
+  cmd->add_option("--requests", o->workload.requests, "requests simulated per candidate")
+      ->check(count_in(1, serving::kMaxRequests, "each request is simulated"));
+  cmd->add_option("--prompt-len", o->workload.prompt_len, "prompt tokens of each request")
+      ->check(count_in(1, kMaxSeqLen));
+  cmd->add_option("--output-len", o->workload.output_len, "output tokens of each request")
+      ->check(count_in(1, kMaxSeqLen));
   cmd->add_option("--prefix-len", o->workload.prefix_len,
                   "tokens of each prompt shared with other requests (served from the prefix "
-                  "cache; 0: none)");
+                  "cache; 0: none)")
+      ->check(count_in(0, kMaxSeqLen));
   cmd->add_option("--prefix-groups", o->workload.prefix_groups,
-                  "distinct shared prefixes, one drawn per request");
+                  "distinct shared prefixes, one drawn per request")
+      ->check(count_in(1, 1 << 30));
   cmd->add_option("--seed", o->workload.seed, "seed of the arrivals");
-  cmd->add_option("--ttft-p90", o->slo.ttft_p90_s, "p90 time-to-first-token target, s (0: none)");
-  cmd->add_option("--tpot-p90", o->slo.tpot_p90_s, "p90 time-per-output-token target, s (0: none)");
+  cmd->add_option("--ttft-p90", o->slo.ttft_p90_s, "p90 time-to-first-token target, s (0: none)")
+      ->check(finite_in(0, 1e6, "seconds"));
+  cmd->add_option("--tpot-p90", o->slo.tpot_p90_s, "p90 time-per-output-token target, s (0: none)")
+      ->check(finite_in(0, 1e6, "seconds"));
   cmd->add_option("--gpu-memory-utilization", o->gpu_memory_utilization,
-                  "fraction of HBM the engine may use");
-  cmd->add_option("--block-size", o->block_size, "KV-cache block, tokens");
+                  "fraction of HBM the engine may use")
+      ->check(finite_in(0.01, 1, "a fraction of HBM"));
+  cmd->add_option("--block-size", o->block_size, "KV-cache block, tokens")
+      ->check(count_in(1, 1 << 20));
   cmd->add_flag("--no-pd", o->no_pd,
                 "colocated deployments only: do not also search prefill/decode splits P:D");
   cmd->add_flag("--max-load", opt->max_load,
@@ -194,7 +207,8 @@ void add_serve_plan_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--emit", o->emit, "print the best deployment's command: vllm | sglang")
       ->check(CLI::IsMember({"vllm", "sglang"}));
   cmd->add_option("--format", o->format, "table | json")->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("--threads", opt->threads, "simulation threads (0: all cores)");
+  cmd->add_option("--threads", opt->threads, "simulation threads (0: all cores)")
+      ->check(count_in(0, 1024));
   cmd->footer(
       "Defaults: llama3.1-70b on 8 x h100-sxm-80gb, 2000 requests of 1024 + 256 tokens at "
       "4 req/s, no SLO; every layout with 2 or more replicas is also tried disaggregated into "

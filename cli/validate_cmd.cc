@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -20,6 +21,7 @@ Result<std::vector<MeasuredRun>> read_records(const std::string& path) {
   std::istringstream in(text.value());
   std::string line;
   std::vector<MeasuredRun> runs;
+  std::map<std::string, int> first_line;  // record id -> the line that gave it
   Diagnostics d;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -34,6 +36,13 @@ Result<std::vector<MeasuredRun>> read_records(const std::string& path) {
       d.insert(d.end(), r.errors().begin(), r.errors().end());
       continue;
     }
+    if (auto seen = first_line.find(r->id); seen != first_line.end()) {
+      d.push_back({where, "record id '" + r->id + "' given twice",
+                   "first on line " + std::to_string(seen->second) +
+                       "; each run counts once in the error"});
+      continue;
+    }
+    first_line.emplace(r->id, n);
     runs.push_back(r.value());
   }
   if (!d.empty()) return d;

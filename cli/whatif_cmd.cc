@@ -1,20 +1,40 @@
 // `parallax whatif`: re-plan while one or two things vary; a table and an SVG plot.
+#include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/plan_inputs.h"
+#include "core/text.h"
 #include "planner/whatif.h"
 
 namespace parallax::cli {
 namespace {
 
+/// Why `x` is no value of `axis`, if it is not: every axis is a positive finite quantity, and
+/// the counts (GPUs, sequence, batch) are integers within a layout's bounds.
+std::optional<std::string> bad_axis_value(WhatIfAxis axis, double x) {
+  if (!std::isfinite(x) || x <= 0) return "want a positive finite number";
+  double hi = 1e9;  // a hardware figure: GB/s, GiB, TFLOP/s
+  if (axis == WhatIfAxis::kGpus) hi = kMaxGpus;
+  if (axis == WhatIfAxis::kSeq) hi = static_cast<double>(kMaxSeqLen);
+  if (axis == WhatIfAxis::kGlobalBatch) hi = static_cast<double>(kMaxGlobalBatch);
+  const bool count =
+      axis == WhatIfAxis::kGpus || axis == WhatIfAxis::kSeq || axis == WhatIfAxis::kGlobalBatch;
+  if (count && x != std::floor(x)) return "want an integer";
+  if (x > hi) return "at most " + format_number("%.0f", hi);
+  return std::nullopt;
+}
+
 /// "gpus=256,512,1024" or "model=llama3.1-8b,llama3.1-70b".
 Result<WhatIfVariable> parse_variable(const std::string& spec, const std::string& flag) {
   const size_t eq = spec.find('=');
   if (eq == std::string::npos)
-    return Diagnostic{flag, "cannot read '" + spec + "'", "write AXIS=v1,v2,... e.g. gpus=256,512"};
+    return Diagnostic{flag, "cannot read '" + text_excerpt(spec, 40) + "'",
+                      "write AXIS=v1,v2,... e.g. gpus=256,512"};
   const std::string name = spec.substr(0, eq);
   const auto axis = parse_whatif_axis(name);
   if (!axis)
@@ -38,11 +58,15 @@ Result<WhatIfVariable> parse_variable(const std::string& spec, const std::string
     char* end = nullptr;
     const double x = std::strtod(item.c_str(), &end);
     if (end == item.c_str() || *end != '\0')
-      d.push_back({flag, "cannot read '" + item + "' as a number", ""});
+      d.push_back({flag, "cannot read '" + text_excerpt(item, 40) + "' as a number", ""});
+    else if (auto why = bad_axis_value(v.axis, x))
+      d.push_back(
+          {flag, to_string(v.axis) + std::string("=") + text_excerpt(item, 40) + ": " + *why, ""});
     else
       v.values.push_back(x);
   }
   if (!d.empty()) return d;
+  if (v.size() == 0) return Diagnostic{flag, "no values for " + name, "AXIS=v1,v2,..."};
   return v;
 }
 

@@ -332,8 +332,13 @@ void read_numerics(ConfigReader& r, ModelSpec& m, const Family& f) {
   m.norm_eps = r.number("rms_norm_eps").value_or(0);
   const json* rs = r.raw("rope_scaling");
   if (!rs) return;
-  const std::string type =
-      rs->is_object() ? rs->value("rope_type", rs->value("type", std::string())) : "";
+  // Either spelling, and only when it is a string: a number there is reported, not thrown.
+  auto text_of = [&](const char* key) {
+    return rs->is_object() && rs->contains(key) && (*rs)[key].is_string()
+               ? (*rs)[key].get<std::string>()
+               : std::string();
+  };
+  const std::string type = !text_of("rope_type").empty() ? text_of("rope_type") : text_of("type");
   const double factor = rs->is_object() && rs->contains("factor") && (*rs)["factor"].is_number()
                             ? (*rs)["factor"].get<double>()
                             : 0;

@@ -9,106 +9,6 @@
 
 namespace parallax {
 
-Result<Json> parse_json(const std::string& text, const std::string& where, int first_line) {
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    // Recover line and column from the byte offset.
-    size_t line = static_cast<size_t>(std::max(1, first_line)), col = 1;
-    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    std::string what = e.what();
-    auto pos = what.find("syntax error");
-    return Diagnostic{where + ":" + std::to_string(line) + ":" + std::to_string(col),
-                      "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos)),
-                      ""};
-  }
-}
-
-JsonFields::JsonFields(const Json& obj, std::string where, Diagnostics* out)
-    : obj_(obj), where_(std::move(where)), out_(out) {
-  if (!obj_.is_object())
-    out_->push_back({where_, std::string("expected an object, got ") + obj_.type_name(), ""});
-}
-
-void JsonFields::reject_unknown(const std::vector<std::string>& known) {
-  if (!obj_.is_object()) return;
-  for (const auto& [key, v] : obj_.items()) {
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    out_->push_back(
-        {where_ + "/" + key, "unknown key '" + key + "'", unknown_name_hint(key, known)});
-  }
-}
-
-bool JsonFields::has(const char* key) const {
-  return obj_.is_object() && obj_.contains(key) && !obj_.at(key).is_null();
-}
-
-const Json* JsonFields::object(const char* key) const { return has(key) ? &obj_.at(key) : nullptr; }
-
-const Json* JsonFields::value(const char* key, bool required) {
-  if (!obj_.is_object()) return nullptr;
-  if (!has(key)) {
-    if (required) out_->push_back({path(key), "missing", ""});
-    return nullptr;
-  }
-  const Json* v = &obj_.at(key);
-  if (v->is_object() && v->contains("value")) {  // {"value": x, "source": "..."}
-    if (v->contains("source") && v->at("source").is_string())
-      sources_[key] = v->at("source").get<std::string>();
-    v = &v->at("value");
-  }
-  return v;
-}
-
-int64_t JsonFields::integer(const char* key, std::optional<int64_t> fallback) {
-  const Json* v = value(key, !fallback.has_value());
-  if (!v) return fallback.value_or(0);
-  if (!v->is_number() ||
-      (v->is_number_float() && std::trunc(v->get<double>()) != v->get<double>())) {
-    out_->push_back({path(key), std::string("expected an integer, got ") + v->dump(), ""});
-    return fallback.value_or(0);
-  }
-  // Every integer field (layers, widths, degrees, batch, sequence) fits in 32 bits; larger
-  // values would wrap where they are stored as int.
-  const double x = v->get<double>();
-  if (x < -2147483648.0 || x > 2147483647.0) {
-    out_->push_back({path(key), "integer out of range, got " + v->dump(), "at most 2147483647"});
-    return fallback.value_or(0);
-  }
-  return static_cast<int64_t>(x);
-}
-
-double JsonFields::number(const char* key, std::optional<double> fallback) {
-  const Json* v = value(key, !fallback.has_value());
-  if (!v) return fallback.value_or(0);
-  if (v->is_number()) return v->get<double>();
-  out_->push_back({path(key), std::string("expected a number, got ") + v->dump(), ""});
-  return fallback.value_or(0);
-}
-
-bool JsonFields::boolean(const char* key, std::optional<bool> fallback) {
-  const Json* v = value(key, !fallback.has_value());
-  if (!v) return fallback.value_or(false);
-  if (v->is_boolean()) return v->get<bool>();
-  out_->push_back({path(key), std::string("expected true or false, got ") + v->dump(), ""});
-  return fallback.value_or(false);
-}
-
-std::string JsonFields::string(const char* key, std::optional<std::string> fallback) {
-  const Json* v = value(key, !fallback.has_value());
-  if (!v) return fallback.value_or("");
-  if (v->is_string()) return v->get<std::string>();
-  out_->push_back({path(key), std::string("expected a string, got ") + v->dump(), ""});
-  return fallback.value_or("");
-}
-
 std::optional<Recompute> parse_recompute(const std::string& s) {
   if (s == "none") return Recompute::kNone;
   if (s == "selective") return Recompute::kSelective;
@@ -164,7 +64,7 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
                     "ffn_act", "vocab", "tied_embeddings", "dropout", "moe", "mla", "qk_norm",
                     "rope_theta", "norm_eps", "rope_scaling"});
   ModelSpec m;
-  m.name = f.string("name", "custom");
+  m.name = f.name("name", "custom");
   m.layers = static_cast<int>(f.integer("layers"));
   m.hidden = f.integer("hidden");
   m.heads = static_cast<int>(f.integer("heads"));
@@ -295,21 +195,30 @@ constexpr IntField kIntFields[] = {
     {"shared_processors", &HwProfile::shared_processors, false},
 };
 
+/// A table row's "link": scale_up (the default) or scale_out; another name is reported.
+LinkClass read_link(JsonFields& s, Diagnostics* d) {
+  const std::string link = s.string("link", "scale_up");
+  if (link != "scale_up" && link != "scale_out")
+    d->push_back({s.path("link"), "unknown link '" + text_excerpt(link, 40) + "'",
+                  "valid: scale_up, scale_out"});
+  return link == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
+}
+
 void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnostics* d) {
   JsonFields f(t, where, d);
   f.reject_unknown({"gemm", "memory", "attention", "collectives"});
-  if (const Json* g = f.object("gemm")) {
+  if (const Json* g = f.array("gemm")) {
     for (size_t i = 0; i < g->size(); ++i) {
       JsonFields s((*g)[i], where + "/gemm/" + std::to_string(i), d);
       GemmSample x{s.integer("m"), s.integer("n"), s.integer("k"), Precision::kBf16,
                    s.number("tflops")};
       x.spread = s.number("spread", 0.0);
-      auto prec = parse_precision(s.string("precision", "bf16"));
-      if (prec) x.precision = *prec;
+      assign_enum(s.string("precision", "bf16"), s.path("precision"), "precision", parse_precision,
+                  &x.precision, "bf16, fp8", d);
       p->gemm_samples.push_back(x);
     }
   }
-  if (const Json* c = f.object("collectives")) {
+  if (const Json* c = f.array("collectives")) {
     for (size_t i = 0; i < c->size(); ++i) {
       const std::string w = where + "/collectives/" + std::to_string(i);
       JsonFields s((*c)[i], w, d);
@@ -320,8 +229,7 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
       else
         d->push_back({w + "/op", "unknown collective '" + op + "'",
                       "valid: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv"});
-      x.link =
-          s.string("link", "scale_up") == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
+      x.link = read_link(s, d);
       x.group_size = static_cast<int>(s.integer("group_size"));
       x.bytes = s.number("bytes");
       x.busbw_gbps = s.number("busbw_gbps");
@@ -329,7 +237,7 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
       p->collective_samples.push_back(x);
     }
   }
-  if (const Json* m = f.object("memory")) {
+  if (const Json* m = f.array("memory")) {
     for (size_t i = 0; i < m->size(); ++i) {
       JsonFields s((*m)[i], where + "/memory/" + std::to_string(i), d);
       MemorySample x{s.string("kernel"), s.number("bytes"), s.number("gbps"),
@@ -337,7 +245,7 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
       p->memory_samples.push_back(x);
     }
   }
-  if (const Json* a = f.object("attention")) {
+  if (const Json* a = f.array("attention")) {
     for (size_t i = 0; i < a->size(); ++i) {
       JsonFields s((*a)[i], where + "/attention/" + std::to_string(i), d);
       AttentionSample x{s.integer("seq"), s.integer("head_dim"), s.boolean("backward", false),
@@ -384,7 +292,7 @@ Result<HwProfile> profile_from_json(const Json& j, const std::string& where) {
   for (const auto& inf : kIntFields) known.push_back(inf.key);
   f.reject_unknown(known);
   HwProfile p;
-  p.name = f.string("name");
+  p.name = f.name("name");
   p.description = f.string("description", "");
   p.measured = f.boolean("measured", false);
   p.date = f.string("date", "");
@@ -514,6 +422,18 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   f.reject_unknown({"model", "cluster", "parallel", "batch", "seq_len", "recompute", "precision",
                     "attention", "eager", "moe_imbalance", "overlap", "notes", "format",
                     "predicted"});
+  // A plan file of another format version may mean other things by the same keys.
+  if (f.has("format")) {
+    const std::string format = f.string("format");
+    if (format != kPlanFileFormat && f.object("format")->is_string())
+      d.push_back({f.path("format"), "unknown format '" + text_excerpt(format, 40) + "'",
+                   std::string("this parallax reads ") + kPlanFileFormat +
+                       "; write the plan again with this version's `parallax plan --out`"});
+  }
+  if (const Json* pred = f.object("predicted"); pred && !pred->is_object())
+    d.push_back({f.path("predicted"), "expected an object, got " + json_excerpt(*pred), ""});
+  if (const Json* notes = f.object("notes"); notes && !notes->is_string() && !notes->is_array())
+    d.push_back({f.path("notes"), "expected text, got " + json_excerpt(*notes), ""});
   Scenario s;
   s.plan = defaults;
   ParallelPlan& p = s.plan;
@@ -530,7 +450,10 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
     JsonFields cf(*c, where + "/cluster", &d);
     cf.reject_unknown({"gpu", "num_gpus", "gpus_per_node"});
     if (cf.has("gpu")) s.gpu = cf.string("gpu");
-    if (cf.has("num_gpus")) s.num_gpus = static_cast<int>(cf.integer("num_gpus"));
+    if (cf.has("num_gpus"))
+      s.num_gpus = static_cast<int>(
+          cf.integer_in("num_gpus", 1, kMaxGpus, "GPUs of the cluster the layout runs on"));
+    if (cf.has("gpus_per_node")) cf.integer_in("gpus_per_node", 1, 1 << 16, "GPUs of one node");
   }
   if (const Json* par = f.object("parallel")) {
     JsonFields pf(*par, where + "/parallel", &d);

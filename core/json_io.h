@@ -2,48 +2,17 @@
 /// JSON load/save of the core types. Every reader reports all problems with their JSON path
 /// (`where` + "/field") and never throws.
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/hw_profile.h"
+#include "core/json_read.h"
 #include "core/model_spec.h"
 #include "core/parallel_plan.h"
 #include "core/result.h"
 
 namespace parallax {
-
-using Json = nlohmann::json;
-
-/// Parses text; a syntax error names `where`, line and column (lines counted from
-/// `first_line`, for a record that starts on that line of a larger file).
-Result<Json> parse_json(const std::string& text, const std::string& where, int first_line = 1);
-
-/// Collects typed fields from a JSON object, recording a diagnostic for each missing or mistyped
-/// one. Numbers in hw profiles may be {"value": x, "source": "..."}; `sources()` keeps the texts.
-class JsonFields {
- public:
-  JsonFields(const Json& obj, std::string where, Diagnostics* out);
-  bool has(const char* key) const;
-  /// Required fields record "missing" when absent; optional ones keep `fallback`.
-  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt);
-  double number(const char* key, std::optional<double> fallback = std::nullopt);
-  bool boolean(const char* key, std::optional<bool> fallback = std::nullopt);
-  std::string string(const char* key, std::optional<std::string> fallback = std::nullopt);
-  const Json* object(const char* key) const;  ///< nullptr when absent or null
-  /// Reports each key of the object not in `known`, with the nearest known name.
-  void reject_unknown(const std::vector<std::string>& known);
-  std::string path(const char* key) const { return where_ + "/" + key; }
-  const std::map<std::string, std::string>& sources() const { return sources_; }
-
- private:
-  const Json* value(const char* key, bool required);
-  const Json& obj_;
-  std::string where_;
-  Diagnostics* out_;
-  std::map<std::string, std::string> sources_;
-};
 
 /// Our own model format (the `model` block of validation/SCHEMA.md).
 Result<ModelSpec> model_from_json(const Json& j, const std::string& where);
@@ -72,6 +41,9 @@ void assign_enum(const std::string& name, const std::string& where, const std::s
   else
     d->push_back({where, "unknown " + what + " '" + name + "'", std::string("valid: ") + valid});
 }
+
+/// The format a plan file (`parallax plan --out`) names; a scenario file names none.
+inline constexpr char kPlanFileFormat[] = "parallax-plan/1";
 
 /// A scenario file: {"model": name-or-object, "cluster": {"gpu", "num_gpus"}, "parallel": {...},
 /// "batch": {...}, "seq_len", "recompute", "precision", "overlap": {...}}. Fields left out keep

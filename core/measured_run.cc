@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "core/text.h"
+
 namespace parallax {
 namespace {
 
@@ -23,9 +25,13 @@ std::optional<double> opt_num(JsonFields& f, const char* key) {
 Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where) {
   Diagnostics d;
   JsonFields f(j, where, &d);
+  // Every key of validation/SCHEMA.md; another is a typo (a "measurd" block would otherwise
+  // leave the record without its measurement, silently).
+  f.reject_unknown({"id", "source", "source_url", "model", "seq_len", "cluster", "parallel",
+                    "batch", "recompute", "precision", "measured", "unknown", "notes"});
   MeasuredRun r;
   r.where = where;
-  r.id = f.string("id");
+  r.id = f.name("id");
   r.source = f.string("source", "");
   r.source_url = f.string("source_url", "");
   if (const Json* m = f.object("model")) {
@@ -41,13 +47,16 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   r.seq_len = f.integer("seq_len");
   if (const Json* c = f.object("cluster")) {
     JsonFields cf(*c, where + "/cluster", &d);
+    cf.reject_unknown({"gpu", "num_gpus", "gpus_per_node"});
     r.gpu = cf.string("gpu");
-    r.num_gpus = static_cast<int>(cf.integer("num_gpus"));
+    r.num_gpus = static_cast<int>(cf.integer_in("num_gpus", 1, kMaxGpus, "GPUs of the run"));
   } else {
     d.push_back({f.path("cluster"), "missing", ""});
   }
   if (const Json* p = f.object("parallel")) {
     JsonFields pf(*p, where + "/parallel", &d);
+    pf.reject_unknown({"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sequence_parallel", "fsdp",
+                       "distributed_optimizer"});
     r.tp = static_cast<int>(pf.integer("tp", 1));
     r.pp = static_cast<int>(pf.integer("pp", 1));
     r.cp = static_cast<int>(pf.integer("cp", 1));
@@ -61,6 +70,7 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   }
   if (const Json* b = f.object("batch")) {
     JsonFields bf(*b, where + "/batch", &d);
+    bf.reject_unknown({"micro_batch", "global_batch"});
     r.micro_batch = opt_int(bf, "micro_batch");
     r.global_batch = bf.integer("global_batch");
   } else {
@@ -82,6 +92,8 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
         {f.path("precision"), "unknown precision '" + prec + "'", "valid: bf16, fp16, fp8"});
   if (const Json* m = f.object("measured")) {
     JsonFields mf(*m, where + "/measured", &d);
+    mf.reject_unknown({"tflops_per_gpu", "flops_basis", "mfu", "tokens_per_s_per_gpu",
+                       "step_time_s", "attention_flops"});
     r.tflops_per_gpu = opt_num(mf, "tflops_per_gpu");
     r.mfu = opt_num(mf, "mfu");
     r.tokens_per_s_per_gpu = opt_num(mf, "tokens_per_s_per_gpu");
@@ -110,6 +122,9 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
       if (v && !(*v > 0))
         d.push_back(
             {mf.path(key), std::string(key) + " must be positive, got " + std::to_string(*v), ""});
+    if (r.mfu && *r.mfu > 1)
+      d.push_back({mf.path("mfu"), "mfu=" + format_number("%g", *r.mfu) + " is above 1",
+                   "a fraction of the dense peak, 0..1 (not a percentage)"});
   } else {
     d.push_back({f.path("measured"), "missing", ""});
   }

@@ -57,6 +57,26 @@ Diagnostics validate_model(const ModelSpec& m, const std::string& where) {
                          std::to_string(static_cast<long long>(v)),
                      ""});
   };
+  // Upper bounds well above any published model (Llama 3.1 405B: 126 layers, hidden 16,384;
+  // DeepSeek-V3: 256 experts; Gemma: vocab 262,144): a size beyond them is a typo, and
+  // simulating it would take minutes or exhaust memory instead of answering.
+  auto at_most = [&](const char* field, int64_t v, int64_t hi) {
+    if (v > hi)
+      out.push_back({where + "/" + field,
+                     std::string(field) + "=" + std::to_string(v) + " is larger than any model",
+                     "at most " + std::to_string(hi)});
+  };
+  at_most("layers", m.layers, 2048);
+  at_most("hidden", m.hidden, int64_t{1} << 18);
+  at_most("heads", m.heads, 4096);
+  at_most("kv_heads", m.kv_heads, 4096);
+  at_most("head_dim", m.head_dim, 4096);
+  at_most("ffn_hidden", m.ffn_hidden, int64_t{1} << 21);
+  at_most("vocab", m.vocab, int64_t{1} << 24);
+  if (m.moe) {
+    at_most("moe/experts", m.moe->experts, 1 << 16);
+    at_most("moe/expert_ffn_hidden", m.moe->expert_ffn_hidden, int64_t{1} << 20);
+  }
   need_pos("layers", m.layers);
   need_pos("hidden", static_cast<double>(m.hidden));
   need_pos("heads", m.heads);

@@ -69,11 +69,34 @@ bool check_positive(const ParallelPlan& p, const AddDiagnostic& add) {
     if (d.v < 1) {
       add(d.name, std::string(d.name) + " must be >= 1, got " + std::to_string(d.v), "");
       degrees_ok = false;
+    } else if (d.v > kMaxGpus) {
+      add(d.name, std::string(d.name) + "=" + std::to_string(d.v) + " is beyond any cluster",
+          "at most " + std::to_string(kMaxGpus));
+      degrees_ok = false;
     }
   }
-  if (p.seq_len <= 0) add("seq", "seq must be positive, got " + std::to_string(p.seq_len), "");
+  // In 64 bits: four degrees of up to 2^20 each cannot overflow it.
+  const int64_t gpus = int64_t{p.tp} * p.pp * p.dp * p.cp;
+  if (degrees_ok && gpus > kMaxGpus) {
+    add("dp", "tp*pp*dp*cp=" + std::to_string(gpus) + " GPUs is beyond any cluster",
+        "at most " + std::to_string(kMaxGpus));
+    degrees_ok = false;
+  }
+  if (p.seq_len <= 0)
+    add("seq", "seq must be positive, got " + std::to_string(p.seq_len), "");
+  else if (p.seq_len > kMaxSeqLen)
+    add("seq", "seq=" + std::to_string(p.seq_len) + " is longer than any trained context",
+        "at most " + std::to_string(kMaxSeqLen));
   if (p.global_batch <= 0)
     add("gbs", "gbs must be positive, got " + std::to_string(p.global_batch), "");
+  else if (p.global_batch > kMaxGlobalBatch)
+    add("gbs", "gbs=" + std::to_string(p.global_batch) + " sequences is beyond any training run",
+        "at most " + std::to_string(kMaxGlobalBatch));
+  else if (degrees_ok && p.num_microbatches() > kMaxMicrobatches)
+    add("gbs",
+        "gbs=" + std::to_string(p.global_batch) + " makes " + std::to_string(p.num_microbatches()) +
+            " micro-batches per pipeline step",
+        "at most " + std::to_string(kMaxMicrobatches) + ": raise --mbs or --dp");
   return degrees_ok;
 }
 

@@ -85,6 +85,15 @@ struct Cluster {
   int num_gpus = 0;
 };
 
+/// Bounds of a layout, far above any run (the largest clusters hold about 10^5 GPUs, Llama 3
+/// trained 16M-token batches and 128K contexts): a value beyond them is a typo, and simulating it
+/// would exhaust memory or minutes instead of answering.
+inline constexpr int kMaxGpus = 1 << 20;
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 25;
+inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 24;
+/// The schedule holds each micro-batch's forward and backward on every stage.
+inline constexpr int64_t kMaxMicrobatches = int64_t{1} << 16;
+
 /// Names where a plan field came from, for diagnostics: a flag ("--tp") or a JSON path.
 /// Fields: tp pp dp cp ep etp vpp mbs gbs seq sp zero schedule precision gpus.
 using FieldLocator = std::function<std::string(const char* field)>;

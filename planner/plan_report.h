@@ -12,7 +12,7 @@ namespace parallax {
 
 /// "parallax-plan/1": the plan file is a scenario (model spec, cluster, layout, settings) plus
 /// "format" and "predicted"; `parallax simulate --plan` and `parallax launch --plan` read it.
-inline constexpr char kPlanFormat[] = "parallax-plan/1";
+inline constexpr const char* kPlanFormat = kPlanFileFormat;
 Json plan_file_json(const ModelSpec& m, const StepReport& r);
 
 /// The category (not compute or bubble) that costs the critical stage the most exposed time.

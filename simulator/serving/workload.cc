@@ -4,11 +4,14 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <utility>
 
+#include "core/json_read.h"
+#include "core/parallel_plan.h"
 #include "core/text.h"
 
 namespace parallax::serving {
@@ -40,10 +43,7 @@ std::string accepted_names(const Field& f) {
 std::string show(double v) { return format_number("%.10g", v); }
 
 /// Text shown after "got": cut so one bad line cannot flood the report.
-std::string excerpt(std::string_view s) {
-  constexpr size_t kMax = 60;
-  return s.size() <= kMax ? std::string(s) : std::string(s.substr(0, kMax)) + "...";
-}
+std::string excerpt(std::string_view s) { return text_excerpt(s, 60); }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -78,9 +78,12 @@ std::vector<Line> non_blank_lines(std::string_view text) {
 void check_value(const Field& field, const std::string& name, double v, const std::string& where,
                  Diagnostics* errors, double* out) {
   if (field.integer) {
-    // 2^53: beyond it a double no longer holds every integer.
-    if (!std::isfinite(v) || v < 1 || v != std::floor(v) || v > 9007199254740992.0) {
-      errors->push_back({where, name + ": must be an integer >= 1, got " + show(v), ""});
+    // The longest context a layout may have (core/parallel_plan.h); a longer prompt is a typo.
+    if (!std::isfinite(v) || v < 1 || v != std::floor(v) || v > kMaxSeqLen) {
+      errors->push_back(
+          {where,
+           name + ": must be an integer in [1, " + std::to_string(kMaxSeqLen) + "], got " + show(v),
+           ""});
       return;
     }
   } else if (!std::isfinite(v) || v < 0) {
@@ -110,14 +113,14 @@ void parse_hash_ids(const nlohmann::json& j, int64_t hash_block, const std::stri
   const nlohmann::json& ids = j["hash_ids"];
   if (!ids.is_array()) {
     errors->push_back(
-        {where, "hash_ids: must be an array of integers >= 0, got " + excerpt(ids.dump()), ""});
+        {where, "hash_ids: must be an array of integers >= 0, got " + json_excerpt(ids), ""});
     return;
   }
   for (size_t k = 0; k < ids.size(); ++k) {
     if (!ids[k].is_number_unsigned()) {
       errors->push_back({where,
                          "hash_ids[" + std::to_string(k) + "]: must be an integer >= 0, got " +
-                             excerpt(ids[k].dump()),
+                             json_excerpt(ids[k]),
                          ""});
       return;
     }
@@ -126,13 +129,33 @@ void parse_hash_ids(const nlohmann::json& j, int64_t hash_block, const std::stri
   if (!r->prefix_hashes.empty()) r->hash_block = hash_block;
 }
 
-void parse_json_line(const Line& line, const std::string& where, int64_t hash_block,
-                     Diagnostics* errors, std::vector<Request>* out) {
-  nlohmann::json j = nlohmann::json::parse(line.text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+/// Keys and columns a trace holds that are not read, each with the line that first had it.
+using Ignored = std::map<std::string, std::string>;
+
+/// Whether `key` names a field (in any spelling) or hash_ids.
+bool is_trace_key(std::string_view key) {
+  if (key == "hash_ids") return true;
+  for (const Field& f : trace_fields())
+    for (const char* n : f.names)
+      if (key == n) return true;
+  return false;
+}
+
+void parse_json_line(const Line& line, const std::string& source, int64_t hash_block,
+                     Diagnostics* errors, Ignored* ignored, std::vector<Request>* out) {
+  const std::string where = source + ":" + std::to_string(line.number);
+  auto parsed = parse_json(line.text, source, static_cast<int>(line.number));
+  if (!parsed) {
+    errors->insert(errors->end(), parsed.errors().begin(), parsed.errors().end());
+    return;
+  }
+  const Json& j = parsed.value();
+  if (!j.is_object()) {
     errors->push_back({where, "want a JSON object, got " + excerpt(line.text), ""});
     return;
   }
+  for (const auto& item : j.items())
+    if (!is_trace_key(item.key())) ignored->emplace(item.key(), where);
   const size_t before = errors->size();
   double values[kNumFields] = {0, 0, 0};
   const auto& fields = trace_fields();
@@ -153,7 +176,7 @@ void parse_json_line(const Line& line, const std::string& where, int64_t hash_bl
     const nlohmann::json& v = j[found];
     if (!v.is_number()) {
       errors->push_back(
-          {where, std::string(found) + ": must be a number, got " + excerpt(v.dump()), ""});
+          {where, std::string(found) + ": must be a number, got " + json_excerpt(v), ""});
       continue;
     }
     check_value(field, found, v.get<double>(), where, errors, &values[f]);
@@ -192,7 +215,7 @@ std::optional<double> parse_number(std::string_view s) {
 }
 
 void parse_csv(const std::vector<Line>& lines, const std::string& source, Diagnostics* errors,
-               std::vector<Request>* out) {
+               Ignored* ignored, std::vector<Request>* out) {
   const Line& header = lines.front();
   const std::string header_where = source + ":" + std::to_string(header.number);
   const std::vector<std::string_view> names = split_csv(header.text);
@@ -214,6 +237,8 @@ void parse_csv(const std::vector<Line>& lines, const std::string& source, Diagno
     }
   }
   if (!errors->empty()) return;
+  for (const std::string_view name : names)
+    if (!is_trace_key(name)) ignored->emplace(std::string(name), header_where);
   for (size_t i = 1; i < lines.size(); ++i) {
     const std::string where = source + ":" + std::to_string(lines[i].number);
     const std::vector<std::string_view> cells = split_csv(lines[i].text);
@@ -273,20 +298,29 @@ void assign_shared_prefixes(std::vector<Request>* requests, int64_t prefix_len, 
 }
 
 Result<std::vector<Request>> parse_requests(std::string_view text, const std::string& source,
-                                            int64_t hash_block) {
+                                            int64_t hash_block, Diagnostics* notes) {
   PX_CHECK(hash_block >= 1, "parse_requests: hash_block=" << hash_block);
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte-order mark
   const std::vector<Line> lines = non_blank_lines(text);
   if (lines.empty()) return Diagnostic{source, "no requests: the trace is empty", ""};
+  if (static_cast<int64_t>(lines.size()) > kMaxRequests + 1)
+    return Diagnostic{source, "holds " + std::to_string(lines.size()) + " lines",
+                      "at most " + std::to_string(kMaxRequests) + " requests a simulation"};
   Diagnostics errors;
+  Ignored ignored;
   std::vector<Request> out;
   if (lines.front().text.front() == '{') {
     for (const Line& line : lines) {
-      parse_json_line(line, source + ":" + std::to_string(line.number), hash_block, &errors, &out);
+      parse_json_line(line, source, hash_block, &errors, &ignored, &out);
     }
   } else {
-    parse_csv(lines, source, &errors, &out);
+    parse_csv(lines, source, &errors, &ignored, &out);
   }
+  if (notes)
+    for (const auto& [key, where] : ignored)
+      notes->push_back({where, "'" + excerpt(key) + "' is not read: ignored",
+                        "read: arrival_s, prompt_len, output_len (or their other names), "
+                        "hash_ids"});
   if (!errors.empty()) return errors;
   if (out.empty()) return Diagnostic{source, "no requests: a CSV header but no rows", ""};
   std::stable_sort(out.begin(), out.end(),

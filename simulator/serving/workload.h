@@ -11,6 +11,10 @@
 
 namespace parallax::serving {
 
+/// Requests one serving simulation takes at most: each is simulated through every engine step
+/// it is part of, and a million take about a minute.
+inline constexpr int64_t kMaxRequests = 1'000'000;
+
 /// One inference request: `prompt_len` tokens in, `output_len` tokens out (both >= 1).
 struct Request {
   Request() = default;
@@ -50,8 +54,10 @@ void assign_shared_prefixes(std::vector<Request>* requests, int64_t prefix_len, 
 ///   `timestamp`, seconds), the prompt length (`prompt_len`, `input_len` or `prompt_tokens`) and
 ///   the output length (`output_len`, `output_tokens` or `output_length`); optionally `hash_ids`,
 ///   an array of integers >= 0 naming the prompt's blocks of `hash_block` tokens for prefix
-///   caching (Request::prefix_hashes, as Mooncake's traces carry them); other keys are ignored.
-/// - CSV otherwise: a header naming those columns (any order, extra columns ignored), then one
+///   caching (Request::prefix_hashes, as Mooncake's traces carry them); another key is not
+///   read, and said once in `notes` (when given) with the line that first has it.
+/// - CSV otherwise: a header naming those columns (any order, extra columns noted as above), then
+/// one
 ///   row a line; fields are plain numbers (no quoting).
 /// Blank lines are skipped and `\r\n` endings accepted. Lengths must be integers >= 1 and the
 /// arrival a finite number >= 0. Out-of-order arrivals are not errors: the result is sorted by
@@ -59,6 +65,6 @@ void assign_shared_prefixes(std::vector<Request>* requests, int64_t prefix_len, 
 /// Errors: every bad line, as `source:LINE: field: what, got X`.
 /// Arrivals are seconds: a trace in milliseconds (Mooncake's `timestamp`) must be scaled first.
 Result<std::vector<Request>> parse_requests(std::string_view text, const std::string& source,
-                                            int64_t hash_block = 512);
+                                            int64_t hash_block = 512, Diagnostics* notes = nullptr);
 
 }  // namespace parallax::serving

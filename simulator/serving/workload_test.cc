@@ -110,11 +110,11 @@ TEST(WorkloadTrace, ReportsEveryBadJsonLine) {
                         "t.jsonl:2: output_len: missing (hint: accepted keys: output_len, "
                         "output_tokens, output_length)"))
       << r.error_text();
-  EXPECT_TRUE(has_error(e, "t.jsonl:3: prompt_len: must be an integer >= 1, got -5"));
+  EXPECT_TRUE(has_error(e, "t.jsonl:3: prompt_len: must be an integer in [1, 33554432], got -5"));
   EXPECT_TRUE(has_error(e, "t.jsonl:5: arrival_s: must be a finite number >= 0"));
-  EXPECT_TRUE(has_error(e, "t.jsonl:5: prompt_len: must be an integer >= 1, got 2.5"));
+  EXPECT_TRUE(has_error(e, "t.jsonl:5: prompt_len: must be an integer in [1, 33554432], got 2.5"));
   EXPECT_TRUE(has_error(e, "t.jsonl:6: prompt_len: must be a number, got \"8\""));
-  EXPECT_TRUE(has_error(e, "t.jsonl:7: want a JSON object"));
+  EXPECT_TRUE(has_error(e, "t.jsonl:7:34: malformed JSON")) << r.error_text();
   EXPECT_TRUE(has_error(e, "t.jsonl:8: want a JSON object, got [1, 2, 3]"));
 }
 
@@ -175,8 +175,24 @@ TEST(WorkloadTrace, ReportsEveryBadCsvRow) {
   EXPECT_EQ(e.size(), 4u) << r.error_text();
   EXPECT_TRUE(has_error(e, "t.csv:3: row: want 3 fields as the header, got 2"));
   EXPECT_TRUE(has_error(e, "t.csv:4: arrival_s: not a number, got 'abc'"));
-  EXPECT_TRUE(has_error(e, "t.csv:5: prompt_len: must be an integer >= 1, got 0"));
-  EXPECT_TRUE(has_error(e, "t.csv:5: output_len: must be an integer >= 1, got -2"));
+  EXPECT_TRUE(has_error(e, "t.csv:5: prompt_len: must be an integer in [1, 33554432], got 0"));
+  EXPECT_TRUE(has_error(e, "t.csv:5: output_len: must be an integer in [1, 33554432], got -2"));
+}
+
+TEST(WorkloadTrace, KeysAndColumnsNotReadAreNotedOnce) {
+  Diagnostics notes;
+  auto r = parse_requests(
+      "{\"arrival_s\": 0, \"prompt_len\": 8, \"output_len\": 4, \"prio\": 1}\n"
+      "{\"arrival_s\": 1, \"prompt_len\": 8, \"output_len\": 4, \"prio\": 2}\n",
+      "t.jsonl", 512, &notes);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].str().rfind("t.jsonl:1: 'prio' is not read", 0), 0u) << notes[0].str();
+  notes.clear();
+  auto c = parse_requests("arrival_s,prompt_len,output_len,user\n0,8,4,7\n", "t.csv", 512, &notes);
+  ASSERT_TRUE(c.ok()) << c.error_text();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].str().rfind("t.csv:1: 'user' is not read", 0), 0u) << notes[0].str();
 }
 
 TEST(WorkloadTrace, CsvHeaderMustNameEveryColumn) {
