@@ -440,15 +440,29 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
   return run;
 }
 
+std::string printable(const std::string& s) {
+  constexpr size_t kMax = 2000;
+  std::string out;
+  for (size_t i = 0; i < s.size() && out.size() < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+      out += text_excerpt(s.substr(i, 1));
+    else
+      out += static_cast<char>(c);
+  }
+  if (out.size() >= kMax && s.size() > kMax) out += "... (" + format_bytes(s.size()) + " in all)";
+  return out;
+}
+
 int report_errors(const Diagnostics& d) {
   // One write per line: the ranks of an MPI job share the terminal, and unbuffered pieces of
   // their lines would interleave.
-  for (const auto& e : d) std::cerr << ("error: " + e.str() + "\n") << std::flush;
+  for (const auto& e : d) std::cerr << ("error: " + printable(e.str()) + "\n") << std::flush;
   return kExitBadInput;
 }
 
 void report_warnings(const Diagnostics& d) {
-  for (const auto& e : d) std::cerr << ("warning: " + e.str() + "\n") << std::flush;
+  for (const auto& e : d) std::cerr << ("warning: " + printable(e.str()) + "\n") << std::flush;
 }
 
 Result<ServingInputs> resolve_serving_inputs(const std::string& model, const std::string& cluster,

@@ -78,6 +78,10 @@ Result<ServingInputs> resolve_serving_inputs(const std::string& model, const std
                                              const std::string& profiles_dir,
                                              const std::string& precision);
 
+/// A message as the terminal gets it: control characters other than line breaks escaped (a name
+/// from a file cannot move the cursor or clear the screen), at most about 2,000 bytes.
+std::string printable(const std::string& s);
+
 /// Prints diagnostics to stderr, one per line, prefixed "error: ".
 int report_errors(const Diagnostics& d);
 /// Prints diagnostics to stderr, one per line, prefixed "warning: ".

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
       "  parallax profiles h100-sxm-80gb");
   // A flag error says "error:" like every other, so scripts and people find it the same way.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+    return "error: " + parallax::cli::printable(e.what()) +
+           "\nRun with --help for more information.\n";
   });
   int exit_code = 0;
   parallax::cli::add_plan_command(app, &exit_code);
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: out of memory: the input asks for more work than this machine holds\n";
     return parallax::cli::kExitBadInput;
   } catch (const std::exception& e) {
-    std::cerr << "error: internal error: " << e.what() << "\n";
+    std::cerr << "error: internal error: " << parallax::cli::printable(e.what()) << "\n";
     return 4;
   }
   return exit_code;

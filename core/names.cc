@@ -21,6 +21,9 @@ int edit_distance(std::string_view a, std::string_view b) {
 }
 
 std::string nearest_name(std::string_view name, const std::vector<std::string>& candidates) {
+  // No name is this long: the input is not a misspelling, and comparing it would cost
+  // |name| x |candidate| steps each.
+  if (name.size() > 256) return "";
   // A candidate that contains the name (or the reverse) is the strongest hint, the shortest
   // such first; otherwise the smallest edit distance within a limit.
   std::string ln(name);

@@ -72,5 +72,16 @@ TEST(RobustCli, ADirectoryGivenAsAModelSaysSo) {
   EXPECT_TRUE(Has(r, "is a directory")) << r;
 }
 
+TEST(RobustCli, ANameFromTheUserCannotDriveTheTerminalOrFloodIt) {
+  CliRun r = Parallax("simulate --gpus 8 --gbs 8 --cluster " + Quote("h\x1b[31m"));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "unknown hardware profile 'h\\x1b[31m'")) << r;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r;
+  CliRun big = Parallax("simulate --gpus 8 --gbs 8 --model " + std::string(100000, 'x'));
+  EXPECT_EQ(big.exit_code, 2) << big;
+  EXPECT_LT(big.out.size(), 5000u);
+  EXPECT_TRUE(Has(big, "in all)")) << big;
+}
+
 }  // namespace
 }  // namespace parallax::testing::cli
