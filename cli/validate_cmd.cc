@@ -15,50 +15,68 @@
 namespace parallax::cli {
 namespace {
 
-Result<std::vector<MeasuredRun>> read_records(const std::string& path) {
+/// The records of a file, and every line that is no record, with where and why.
+struct Records {
+  std::vector<MeasuredRun> runs;
+  Diagnostics rejected;
+};
+
+/// Reads every line; a bad line is rejected and skipped, never the whole file. Fails only when
+/// the file cannot be read or holds no line at all.
+Result<Records> read_records(const std::string& path) {
   auto text = read_file(path);
   if (!text) return text.errors();
   std::istringstream in(text.value());
   std::string line;
-  std::vector<MeasuredRun> runs;
+  Records out;
   std::map<std::string, int> first_line;  // record id -> the line that gave it
-  Diagnostics d;
+  int lines = 0;
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++lines;
     const std::string where = path + ":" + std::to_string(n);
     auto j = parse_json(line, path, n);
     if (!j) {
-      d.insert(d.end(), j.errors().begin(), j.errors().end());
+      out.rejected.insert(out.rejected.end(), j.errors().begin(), j.errors().end());
       continue;
     }
     auto r = measured_run_from_json(j.value(), where + ":");
     if (!r) {
-      d.insert(d.end(), r.errors().begin(), r.errors().end());
+      out.rejected.insert(out.rejected.end(), r.errors().begin(), r.errors().end());
       continue;
     }
     if (auto seen = first_line.find(r->id); seen != first_line.end()) {
-      d.push_back({where, "record id '" + r->id + "' given twice",
-                   "first on line " + std::to_string(seen->second) +
-                       "; each run counts once in the error"});
+      out.rejected.push_back({where, "record id '" + r->id + "' given twice",
+                              "first on line " + std::to_string(seen->second) +
+                                  "; each run counts once in the error"});
       continue;
     }
     first_line.emplace(r->id, n);
-    runs.push_back(r.value());
+    out.runs.push_back(r.value());
   }
-  if (!d.empty()) return d;
-  if (runs.empty())
+  if (lines == 0)
     return Diagnostic{path, "no records", "one JSON object per line, see validation/SCHEMA.md"};
-  return runs;
+  return out;
 }
 
-void print_table(const ValidationSummary& s) {
+/// Each rejected record as a warning; an error when no record is left to predict.
+int report_rejected(const Diagnostics& rejected, size_t predicted, const std::string& path) {
+  Diagnostics notes;
+  for (const auto& d : rejected) notes.push_back({d.where, d.what + " (record skipped)", d.hint});
+  report_warnings(notes);
+  if (predicted > 0) return 0;
+  return report_errors({Diagnostic{path, "no record could be predicted",
+                                   std::to_string(rejected.size()) + " rejected; see above"}});
+}
+
+void print_table(const ValidationSummary& s, size_t rejected) {
   std::printf("%-40s %-22s %12s %12s %9s\n", "id", "metric", "measured", "predicted", "error");
   for (const auto& r : s.rows)
     std::printf("%-40s %-22s %12.4g %12.4g %+8.1f%%%s\n", r.id.c_str(), r.metric.c_str(),
                 r.measured, r.predicted, 100 * r.error,
                 r.fits ? "" : "  (filled plan does not fit in memory)");
-  std::printf("\nn=%zu  MAPE %.1f%%  max |error| %.1f%%\n", s.rows.size(), 100 * s.mape,
-              100 * s.max_abs_error);
+  std::printf("\nn=%zu  MAPE %.1f%%  max |error| %.1f%%  rejected %zu\n", s.rows.size(),
+              100 * s.mape, 100 * s.max_abs_error, rejected);
   if (s.by_source.size() > 1) {
     std::printf("\nby source:\n");
     for (const auto& g : s.by_source)
@@ -69,17 +87,16 @@ void print_table(const ValidationSummary& s) {
 
 /// The planner's best plan against each record's published layout.
 int print_replan(const std::vector<MeasuredRun>& runs, const std::vector<HwProfile>& profiles,
-                 bool json) {
+                 bool json, Diagnostics rejected, const std::string& path) {
   std::vector<ReplanRow> rows;
-  Diagnostics d;
   for (const auto& r : runs) {
     auto row = replan_record(r, profiles, SearchOptions{});
     if (row)
       rows.push_back(row.value());
     else
-      d.insert(d.end(), row.errors().begin(), row.errors().end());
+      rejected.insert(rejected.end(), row.errors().begin(), row.errors().end());
   }
-  if (!d.empty()) return report_errors(d);
+  if (const int rc = report_rejected(rejected, rows.size(), path); rc != 0) return rc;
   if (json) {
     Json out = Json::array();
     for (const auto& r : rows)
@@ -131,9 +148,9 @@ void add_validate_command(CLI::App& app, int* exit_code) {
                 "(both simulated)");
   cmd->footer(std::string("Fill rule: ") + kFillRule);
   cmd->callback([o, exit_code] {
-    auto runs = read_records(o->file);
-    if (!runs) {
-      *exit_code = report_errors(runs.errors());
+    auto records = read_records(o->file);
+    if (!records) {
+      *exit_code = report_errors(records.errors());
       return;
     }
     auto profiles = load_profiles(o->profiles_dir);
@@ -141,24 +158,26 @@ void add_validate_command(CLI::App& app, int* exit_code) {
       *exit_code = report_errors(profiles.errors());
       return;
     }
+    const std::vector<MeasuredRun>& runs = records->runs;
+    if (o->replan) {
+      *exit_code =
+          print_replan(runs, profiles.value(), o->format == "json", records->rejected, o->file);
+      return;
+    }
     std::vector<ValidationRow> rows;
-    Diagnostics d;
-    for (const auto& r : runs.value()) {
+    Diagnostics rejected = records->rejected;
+    for (const auto& r : runs) {
       auto row = predict_record(r, profiles.value());
       if (row)
         rows.push_back(row.value());
       else
-        d.insert(d.end(), row.errors().begin(), row.errors().end());
+        rejected.insert(rejected.end(), row.errors().begin(), row.errors().end());
     }
-    if (!d.empty()) {
-      *exit_code = report_errors(d);
+    if (const int rc = report_rejected(rejected, rows.size(), o->file); rc != 0) {
+      *exit_code = rc;
       return;
     }
     const ValidationSummary s = summarize(std::move(rows));
-    if (o->replan) {
-      *exit_code = print_replan(runs.value(), profiles.value(), o->format == "json");
-      return;
-    }
     if (o->format == "json") {
       Json recs = Json::array();
       for (const auto& r : s.rows)
@@ -171,14 +190,18 @@ void add_validate_command(CLI::App& app, int* exit_code) {
       for (const auto& g : s.by_source)
         sources.push_back(
             {{"source", g.source}, {"n", g.n}, {"mape", g.mape}, {"mean_error", g.mean_error}});
-      std::cout << Json{{"records", recs},    {"by_source", sources},
-                        {"mape", s.mape},     {"max_abs_error", s.max_abs_error},
-                        {"n", s.rows.size()}, {"fill_rule", kFillRule}}
+      Json skipped = Json::array();
+      for (const auto& d : rejected)
+        skipped.push_back({{"where", d.where}, {"reason", d.what}, {"hint", d.hint}});
+      std::cout << Json{{"records", recs},       {"by_source", sources},
+                        {"mape", s.mape},        {"max_abs_error", s.max_abs_error},
+                        {"n", s.rows.size()},    {"rejected", skipped},
+                        {"fill_rule", kFillRule}}
                        .dump(2)
                 << "\n";
     } else {
       std::printf("fill rule: %s\n\n", kFillRule);
-      print_table(s);
+      print_table(s, rejected.size());
     }
     *exit_code = 0;
   });

@@ -535,23 +535,46 @@ TEST(CliValidate, JsonHasRecordsAndAConsistentMape) {
   EXPECT_NEAR(j["max_abs_error"].get<double>(), max, 1e-12);
 }
 
-TEST(CliValidate, MalformedLinesNameFileAndLineAndAllAreReported) {
+TEST(CliValidate, BadRecordsAreSkippedWithWhereAndWhyAndTheRestPredicted) {
   const CliRun r = Parallax("validate " + Quote(test_data("validate_malformed.jsonl")));
-  EXPECT_EQ(r.exit_code, 2) << r;
-  // Line 2 is cut off; line 4 has no model.layers.
+  EXPECT_EQ(r.exit_code, 0) << r;
+  // Line 2 is cut off; line 4 has no model.layers; lines 1 and 3 are predicted.
+  EXPECT_TRUE(Has(r, "warning: ")) << r;
   EXPECT_TRUE(Has(r, "validate_malformed.jsonl:2:")) << r;
   EXPECT_TRUE(Has(r, "malformed JSON")) << r;
-  EXPECT_TRUE(Has(r, "validate_malformed.jsonl:4:/model/layers: missing")) << r;
+  EXPECT_TRUE(Has(r, "validate_malformed.jsonl:4:/model/layers: missing (record skipped)")) << r;
   EXPECT_FALSE(Has(r, "validate_malformed.jsonl:1:")) << r;
   EXPECT_FALSE(Has(r, "validate_malformed.jsonl:3:")) << r;
+  EXPECT_TRUE(Has(r, "n=2 ")) << r;
+  EXPECT_TRUE(Has(r, "rejected 2")) << r;
+}
+
+TEST(CliValidate, RejectedRecordsAreCountedInTheJson) {
+  const CliRun r =
+      Parallax("validate --format json " + Quote(test_data("validate_malformed.jsonl")),
+               Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json j = ParseOrFail(r.out, "validate --format json");
+  EXPECT_EQ(j["n"], 2);
+  ASSERT_EQ(j["rejected"].size(), 2u) << j.dump();
+  EXPECT_NE(j["rejected"][1]["where"].get<std::string>().find("validate_malformed.jsonl:4:"),
+            std::string::npos);
 }
 
 TEST(CliValidate, MalformedLineIsFileLineColumn) {
   // One record per line, so a syntax error is file:LINE:COLUMN, not file:LINE:1:COLUMN. Line 2
   // has 72 characters and ends inside an object: the parser stops at column 73.
   const CliRun r = Parallax("validate " + Quote(test_data("validate_malformed.jsonl")));
-  EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "validate_malformed.jsonl:2:73: malformed JSON")) << r;
+}
+
+TEST(CliValidate, AFileOfOnlyBadRecordsIsAnError) {
+  ScratchDir dir;
+  const std::string path = dir.file("bad.jsonl");
+  std::ofstream(path) << "{\"id\": 1}\n";
+  const CliRun r = Parallax("validate " + Quote(path));
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "no record could be predicted")) << r;
 }
 
 TEST(CliValidate, MissingFile) {

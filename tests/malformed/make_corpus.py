@@ -283,35 +283,32 @@ def scenario_cases():
 
 
 def record_cases():
+    """A bad record is skipped with a warning naming its line; the good one before it is
+    predicted. A file with no record at all, or none predictable, is an error."""
     val = lambda f: ["validate", f]
     line = lambda r: json.dumps(r) + "\n"
-    add("record-duplicate-id", "validation records", val("{file}"), "{file}:2",
-        text=line(RECORD) + line(RECORD), name="record-duplicate-id.jsonl")
-    add("record-unknown-key", "validation records", val("{file}"), "{file}:1",
-        text=line(dict(RECORD, measurd={})), name="record-unknown-key.jsonl")
-    add("record-mfu-above-one", "validation records", val("{file}"), "{file}:1",
-        text=line(set_path(RECORD, ["measured", "mfu"], 3.5)), name="record-mfu.jsonl")
-    add("record-tflops-negative", "validation records", val("{file}"), "{file}:1",
-        text=line(set_path(RECORD, ["measured", "tflops_per_gpu"], -137)),
-        name="record-tflops-negative.jsonl")
-    add("record-tflops-overflow", "validation records", val("{file}"), "{file}:1",
-        text=raw(RECORD, ["measured", "tflops_per_gpu"], OVERFLOW).replace("\n", "") + "\n",
-        name="record-overflow.jsonl")
-    add("record-gpus-zero", "validation records", val("{file}"), "{file}:1",
-        text=line(set_path(RECORD, ["cluster", "num_gpus"], 0)), name="record-gpus-zero.jsonl")
-    add("record-model-string-number", "validation records", val("{file}"), "{file}:1",
-        text=line(set_path(RECORD, ["model", "layers"], "24")), name="record-layers-str.jsonl")
-    add("record-bad-line-3", "validation records", val("{file}"), "{file}:3",
-        text=line(RECORD) + line(dict(RECORD, id="b")) + '{"id": "c", \n',
-        name="record-bad-line.jsonl")
-    add("record-deep", "validation records", val("{file}"), "{file}:1",
-        text=DEEP + "\n", name="record-deep.jsonl")
+    good = line(dict(RECORD, id="good"))
+    for label, bad in [
+            ("duplicate-id", line(dict(RECORD, id="good"))),
+            ("unknown-key", line(dict(RECORD, measurd={}))),
+            ("mfu-above-one", line(set_path(RECORD, ["measured", "mfu"], 3.5))),
+            ("tflops-negative", line(set_path(RECORD, ["measured", "tflops_per_gpu"], -137))),
+            ("tflops-overflow",
+             raw(RECORD, ["measured", "tflops_per_gpu"], OVERFLOW).replace("\n", "") + "\n"),
+            ("gpus-zero", line(set_path(RECORD, ["cluster", "num_gpus"], 0))),
+            ("layers-string", line(set_path(RECORD, ["model", "layers"], "24"))),
+            ("cut-off", '{"id": "c", \n'),
+            ("deep", DEEP + "\n"),
+            ("array-line", "[1]\n"),
+            ("id-missing", line(set_path(RECORD, ["id"], DELETE))),
+            ("gpu-unknown", line(set_path(RECORD, ["cluster", "gpu"], "h1000"))),
+            ("layout-invalid", line(set_path(RECORD, ["parallel", "tp"], 7)))]:
+        add(f"record-{label}", "validation records", val("{file}"), "{file}:2", expect="warn",
+            text=good + bad, name=f"record-{label}.jsonl")
+    add("record-all-bad", "validation records", val("{file}"), "{file}",
+        text=line(set_path(RECORD, ["id"], DELETE)), name="record-all-bad.jsonl")
     add("record-empty", "validation records", val("{file}"), "{file}", text="\n\n",
         name="record-empty.jsonl")
-    add("record-array-line", "validation records", val("{file}"), "{file}:1", text="[1]\n",
-        name="record-array.jsonl")
-    add("record-id-missing", "validation records", val("{file}"), "{file}:1",
-        text=line(set_path(RECORD, ["id"], DELETE)), name="record-id-missing.jsonl")
     add("record-directory", "validation records", val("tests/malformed/cases"),
         "tests/malformed/cases")
 
