@@ -134,6 +134,10 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
   if (o.steps < 1)
     d.push_back({"--steps", "must be at least 1, got " + std::to_string(o.steps), ""});
   if (o.seq < 1) d.push_back({"--seq", "must be at least 1, got " + std::to_string(o.seq), ""});
+  if (!std::isfinite(o.adam.lr) || o.adam.lr <= 0)
+    d.push_back({"--lr", "must be a finite number above 0, got " + std::to_string(o.adam.lr), ""});
+  if (o.adam.warmup_steps < 0 || o.save_every < 0)
+    d.push_back({o.adam.warmup_steps < 0 ? "--warmup" : "--save-every", "must be 0 or more", ""});
   if (o.micro_batch < 1)
     d.push_back({"--mbs", "must be at least 1, got " + std::to_string(o.micro_batch), ""});
   if (o.global_batch < 1 ||
@@ -178,15 +182,35 @@ int pipeline_tag(int64_t mb, int vs, int stages, int dir) {
 
 /// Fault injection for the fault tests: PARALLAX_FAULT=<what>:<where>:<step>:<rank> makes that
 /// rank, at the start of that step ("step") or of its part of that step's checkpoint ("save"),
-/// SIGKILL itself ("kill", as a crashed node stops) or stop answering ("hang", as a stuck one).
-void inject_fault(const char* where, int64_t step, int rank) {
+/// SIGKILL itself ("kill", as a crashed node stops), stop answering ("hang", as a stuck one) or
+/// (at "step" only) find its part of the gradient's squared norm NaN ("nan", as an overflowed
+/// gradient would make it): whether `what` is asked for here.
+bool fault_is(const char* what, const char* where, int64_t step, int rank) {
   static const char* spec = std::getenv("PARALLAX_FAULT");
-  if (spec == nullptr) return;
-  const std::string at =
-      std::string(":") + where + ":" + std::to_string(step) + ":" + std::to_string(rank);
-  if ("kill" + at == spec) std::raise(SIGKILL);
-  if ("hang" + at == spec)
+  return spec != nullptr && std::string(what) + ":" + where + ":" + std::to_string(step) + ":" +
+                                    std::to_string(rank) ==
+                                spec;
+}
+void inject_fault(const char* where, int64_t step, int rank) {
+  if (fault_is("kill", where, step, rank)) std::raise(SIGKILL);
+  if (fault_is("hang", where, step, rank))
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+/// The first of the step's loss and gradient norm (each a sum over the job) that is not finite,
+/// as every rank of `group` agrees: one rank's verdict suffices to stop them all.
+std::optional<NonFinite> non_finite(ProcessGroup& group, int64_t step, double loss, double norm) {
+  std::optional<NonFinite> bad;
+  if (!std::isfinite(loss))
+    bad = NonFinite{step, "loss", loss};
+  else if (!std::isfinite(norm))
+    bad = NonFinite{step, "gradient norm", norm};
+  if (group.max(bad ? 1.0 : 0.0) == 0) return std::nullopt;
+  // A rank that saw finite values stops with its peers, reporting what they saw.
+  if (!bad)
+    bad = NonFinite{step, "loss or gradient norm (on another rank)",
+                    std::numeric_limits<double>::quiet_NaN()};
+  return bad;
 }
 
 }  // namespace
@@ -725,8 +749,16 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       const OpScope timed(OpKind::kOptimizer, false);
       for (const auto& [a, b] : counted) sq += squared_norm(g.subspan(a, b - a));
     }
+    if (fault_is("nan", "step", step, group.rank())) sq = std::numeric_limits<double>::quiet_NaN();
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
     const double norm = std::sqrt(sq);
+    // Stop before the update, so the weights stay those of the last good step; a pending
+    // asynchronous save holds that state and still completes.
+    if (auto stop = non_finite(group, step, loss / step_tokens, norm)) {
+      result.stopped = stop;
+      if (Diagnostics d = finish_pending(); !d.empty()) return d;
+      break;
+    }
     {
       const OpScope timed(OpKind::kOptimizer, false);
       if (o.shard_parameters) {

@@ -1,5 +1,7 @@
-// `parallax execute` when things go wrong: a rank that stops answering (stuck, or paused by
-// SIGSTOP in the middle of a collective) is named and the job ends within about --timeout.
+// `parallax execute` when things go wrong: flags out of range are refused with their names; a
+// non-finite loss or gradient norm stops every rank at the same step and keeps the last good
+// checkpoint; a rank that stops answering (stuck, or paused by SIGSTOP in the middle of a
+// collective) is named and the job ends within about --timeout.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "cli_support.h"
+#include "executor/checkpoint.h"
 
 namespace parallax::testing::cli {
 namespace {
@@ -35,6 +38,63 @@ bool MpiJobsRun(const ScratchDir& dir) {
   if (!HaveMpirun()) return false;
   const CliRun probe = MpiParallax(2, execute(dir, "--gpus 2 --steps 1"));
   return probe.exit_code == 0 || !Has(probe, "this build has no MPI");
+}
+
+TEST(ExecuteFaults, EveryNumericFlagOutOfRangeIsRefusedByName) {
+  ScratchDir dir;
+  const CliRun all = Parallax(
+      execute(dir,
+              "--lr nan --warmup -5 --steps 0 --timeout inf --temperature -1 --fit-gib nan "
+              "--save-every -1 --max-new-tokens 0"));
+  EXPECT_EQ(all.exit_code, 2) << all;
+  for (const char* e :
+       {"error: --lr: must be a finite number in (0, 1], got nan",
+        "error: --warmup: must be in [0, 99999999], got -5",
+        "error: --steps: must be in [1, 99999999], got 0 (hint: checkpoint directories carry the "
+        "step in 8 digits)",
+        "error: --timeout: must be a finite number in (0, 86400], got inf",
+        "error: --temperature: must be a finite number in [0, 1e+06], got -1",
+        "error: --fit-gib: must be a finite number in (0, 1e+09], got nan",
+        "error: --save-every: must be in [0, 99999999], got -1",
+        "error: --max-new-tokens: must be in [1, 1048576], got 0"})
+    EXPECT_TRUE(Has(all, e)) << e << "\n" << all;
+  const CliRun big = Parallax(execute(dir, "--lr 1e30"));
+  EXPECT_EQ(big.exit_code, 2) << big;
+  EXPECT_TRUE(Has(big,
+                  "error: --lr: must be at most 1 for AdamW, got 1e+30 (hint: AdamW moves "
+                  "each weight by about lr a step"))
+      << big;
+  const CliRun negative = Parallax(execute(dir, "--lr -1"));
+  EXPECT_EQ(negative.exit_code, 2) << negative;
+  EXPECT_TRUE(Has(negative, "--lr: must be a finite number in (0, 1], got -1")) << negative;
+  // Allowed, and said: a warm-up longer than the run (it is to be resumed).
+  const CliRun warm = Parallax(execute(dir, "--steps 1 --warmup 100"));
+  EXPECT_EQ(warm.exit_code, 0) << warm;
+  EXPECT_TRUE(Has(warm, "note: --warmup 100 is longer than --steps 1")) << warm;
+}
+
+// A NaN in rank 1's gradient at step 5 (injected): both ranks stop at step 5 before its update
+// with exit code 4, naming the step and the value; the checkpoints of steps 2 and 4 stay
+// complete, and the run resumes from step 4.
+TEST(ExecuteFaultsMpi, NonFiniteGradientStopsEveryRankAndKeepsTheLastCheckpoint) {
+  ScratchDir dir;
+  if (!MpiJobsRun(dir)) GTEST_SKIP() << "no mpirun, or built without MPI";
+  const std::string ckpt = "--gpus 2 --checkpoint-dir " + Quote(dir.file("ckpt"));
+  const CliRun r = MpiParallax(2, execute(dir, ckpt + " --steps 8 --save-every 2"), Streams::kBoth,
+                               "PARALLAX_FAULT=nan:step:5:1 ");
+  EXPECT_EQ(r.exit_code, 4) << r;
+  EXPECT_TRUE(Has(r,
+                  "error: step 5: the gradient norm is nan, not finite: training stopped "
+                  "before this step's update"))
+      << r;
+  EXPECT_TRUE(Has(r, "error: rank 1: step 5: the gradient norm is nan")) << r;
+  EXPECT_TRUE(Has(r, "the newest complete checkpoint, step 4 in")) << r;
+  EXPECT_FALSE(Has(r, "step    5  loss")) << r;  // the step never completed
+  EXPECT_EQ(exec::complete_steps(dir.file("ckpt")), (std::vector<int64_t>{2, 4}));
+  const CliRun resumed =
+      MpiParallax(2, execute(dir, ckpt + " --steps 6 --resume --format json"), Streams::kBoth);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed;
+  EXPECT_TRUE(Has(resumed, "\"resumed_from\": 4")) << resumed;
 }
 
 // A rank that stops answering before a collective: its peers name it after --timeout.
