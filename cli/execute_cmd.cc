@@ -12,6 +12,7 @@
 #include "core/text.h"
 #include "core/units.h"
 #include "executor/checkpoint.h"
+#include "executor/checkpoint_retention.h"
 #include "executor/data.h"
 #include "executor/generate.h"
 #include "executor/model.h"
@@ -100,6 +101,7 @@ exec::TrainOptions train_options(const Opts& o, const ParallelPlan& plan) {
   t.shard_parameters = plan.zero_stage == 3 || plan.fsdp;
   t.checkpoint_dir = o.checkpoint_dir;
   t.save_every = o.save_every;
+  t.keep_last = o.keep_last;
   t.resume = o.resume;
   t.async_save = o.async_save;
   t.data_name = o.data == "synthetic" ? "synthetic (seed " + std::to_string(o.seed + 1) + ")"
@@ -458,9 +460,27 @@ int run(const Opts& o) {
   if (gpu && group->size() > 1)
     return fail({Diagnostic{"--backend", "the CUDA backend runs one GPU in one process",
                             "launch without mpirun"}});
+  // Temporaries of a write killed mid-save: cleared before any rank of this run can write (the
+  // others wait in train's first collective).
+  if (rank0 && !o.checkpoint_dir.empty()) {
+    const exec::CheckpointCleanup stale = exec::remove_stale_temporaries(o.checkpoint_dir);
+    for (const std::string& file : stale.files)
+      std::cerr << ("note: removed " + file + ", left by an interrupted checkpoint write\n");
+    for (const std::string& n : stale.notes) std::cerr << ("note: " + n + "\n");
+    // A fresh run over an earlier run's checkpoints: --resume would read theirs, and
+    // --keep-last counts them with this run's.
+    if (const std::vector<int64_t> old = exec::complete_steps(o.checkpoint_dir);
+        !o.resume && o.save_every > 0 && !old.empty())
+      std::cerr << ("note: " + o.checkpoint_dir + " already holds the checkpoints of steps " +
+                    step_list(old) +
+                    "; this run starts fresh (no --resume), and --keep-last counts them with "
+                    "its own\n");
+  }
   auto result = gpu ? exec::train_on_gpu(*shape, data, t, print_step)
                     : exec::train(*shape, data, t, *group, print_step);
   if (!result) return fail(result.errors());
+  if (rank0)
+    for (const std::string& n : result->notes) std::cerr << ("note: " + n + "\n") << std::flush;
   if (result->stopped) {
     fail({non_finite_diagnostic(*result->stopped, o.checkpoint_dir)});
     return kExitNonFinite;
@@ -469,6 +489,9 @@ int run(const Opts& o) {
   if (table && result->resumed_from > 0)
     std::printf("  resumed from the checkpoint of step %lld in %s\n",
                 static_cast<long long>(result->resumed_from), o.checkpoint_dir.c_str());
+  if (table && !result->removed.empty())
+    std::printf("  removed the older checkpoints of steps %s (--keep-last %lld)\n",
+                step_list(result->removed).c_str(), static_cast<long long>(o.keep_last));
   if (table && !result->saved.empty())
     std::printf("  saved checkpoints of steps %s in %s (%.3f s in all, outside the step times)\n",
                 step_list(result->saved).c_str(), o.checkpoint_dir.c_str(), result->save_time_s);
@@ -545,6 +568,7 @@ int run(const Opts& o) {
     j["first_step"] = result->steps.empty() ? 0 : result->steps.front().step;
     j["resumed_from"] = result->resumed_from;
     j["saved_steps"] = result->saved;
+    j["removed_steps"] = result->removed;
     if (predicted) {
       j["predicted_step_time_s"] = predicted->step_time_s;
       j["predicted_peak_memory_gib"] = predicted->peak_memory_gib;

@@ -69,6 +69,9 @@ void add_execute_flags(CLI::App* cmd, ExecuteFlags* o) {
                   "seconds a rank waits in a collective or for a pipeline message before the "
                   "job is stopped, naming the ranks that have stopped answering (default 300)");
   cmd->add_option("--save-every", o->save_every, "save a checkpoint every N steps (0: never)");
+  cmd->add_option("--keep-last", o->keep_last,
+                  "complete checkpoints to keep in --checkpoint-dir: after each save the oldest "
+                  "beyond N are deleted, never the one just written (default 3; 0: keep all)");
   cmd->add_flag("--async-save", o->async_save,
                 "write checkpoint shards on a thread that overlaps the next step (the state is "
                 "copied first; the checkpoint completes at the end of that step)");
@@ -90,6 +93,7 @@ Diagnostics check_execute_flags(const ExecuteFlags& f) {
   check_int(&d, "--steps", f.steps, 1, kMaxSteps, steps_why);
   check_int(&d, "--warmup", f.warmup, 0, kMaxSteps, steps_why);
   check_int(&d, "--save-every", f.save_every, 0, kMaxSteps, "0 never saves");
+  check_int(&d, "--keep-last", f.keep_last, 0, kMaxSteps, "0 keeps every checkpoint");
   // AdamW moves each weight by about lr a step whatever the gradient's size (the update is
   // m / sqrt(v)): above 1 that outgrows the weights themselves and the loss diverges.
   if (std::isfinite(f.lr) && f.lr > 1)

@@ -35,6 +35,7 @@ struct ExecuteFlags {
   double temperature = 0;
   double timeout_s = 300;
   int64_t save_every = 0;
+  int64_t keep_last = 3;  ///< complete checkpoints kept in checkpoint_dir; 0: all
   bool resume = false;
   bool fit = false;
   bool async_save = false;

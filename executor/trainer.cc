@@ -24,6 +24,7 @@
 #include "core/rank_map.h"
 #include "core/units.h"
 #include "executor/checkpoint.h"
+#include "executor/checkpoint_retention.h"
 #include "executor/train_state.h"
 #include "executor/zero_units.h"
 #include "simulator/schedules/pipeline_schedule.h"
@@ -136,8 +137,11 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
   if (o.seq < 1) d.push_back({"--seq", "must be at least 1, got " + std::to_string(o.seq), ""});
   if (!std::isfinite(o.adam.lr) || o.adam.lr <= 0)
     d.push_back({"--lr", "must be a finite number above 0, got " + std::to_string(o.adam.lr), ""});
-  if (o.adam.warmup_steps < 0 || o.save_every < 0)
-    d.push_back({o.adam.warmup_steps < 0 ? "--warmup" : "--save-every", "must be 0 or more", ""});
+  if (o.adam.warmup_steps < 0 || o.save_every < 0 || o.keep_last < 0)
+    d.push_back({o.adam.warmup_steps < 0 ? "--warmup"
+                 : o.save_every < 0      ? "--save-every"
+                                         : "--keep-last",
+                 "must be 0 or more", ""});
   if (o.micro_batch < 1)
     d.push_back({"--mbs", "must be at least 1, got " + std::to_string(o.micro_batch), ""});
   if (o.global_batch < 1 ||
@@ -556,6 +560,10 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       double ok = written;
       if (Diagnostics e = group.all_reduce_sum(std::span<double>(&ok, 1)); !e.empty()) return e;
       if (!d.empty()) return d;
+      // Committed: now the oldest beyond keep_last may go (a failure to delete is a note).
+      CheckpointCleanup gone = remove_old_checkpoints(o.checkpoint_dir, o.keep_last, step);
+      result.removed.insert(result.removed.end(), gone.steps.begin(), gone.steps.end());
+      result.notes.insert(result.notes.end(), gone.notes.begin(), gone.notes.end());
     } else {
       double ok = 0;
       if (Diagnostics e = group.all_reduce_sum(std::span<double>(&ok, 1)); !e.empty()) return e;

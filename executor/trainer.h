@@ -58,6 +58,10 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int64_t save_every = 0;
   bool resume = false;
+  /// After each checkpoint completes, rank 0 deletes the oldest complete checkpoints beyond the
+  /// newest `keep_last` (by step), never the one just written (executor/checkpoint_retention.h);
+  /// 0 keeps them all.
+  int64_t keep_last = 0;
   /// Write the shards on a thread that overlaps the next step (the state is copied first); the
   /// step's checkpoint completes (manifest) at the end of that next step.
   bool async_save = false;
@@ -94,9 +98,11 @@ struct TrainResult {
   /// update (every rank at the same step): a failed run, whose steps before it are in `steps`
   /// and whose checkpoints before it are complete and finite.
   std::optional<NonFinite> stopped;
-  int64_t resumed_from = 0;    ///< the checkpoint's step, 0 when starting fresh
-  std::vector<int64_t> saved;  ///< steps checkpointed
-  double save_time_s = 0;      ///< time spent saving, not counted in step times
+  std::vector<int64_t> removed;    ///< steps of older checkpoints deleted (TrainOptions::keep_last)
+  std::vector<std::string> notes;  ///< rank 0: what could not be deleted, and why
+  int64_t resumed_from = 0;        ///< the checkpoint's step, 0 when starting fresh
+  std::vector<int64_t> saved;      ///< steps checkpointed
+  double save_time_s = 0;          ///< time spent saving, not counted in step times
   int64_t params = 0;
   double median_step_time_s = 0;  ///< over the steps after the first (warm-up)
   /// The step after the first whose time is closest to the median (its `ops` describe a typical

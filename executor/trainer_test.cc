@@ -68,6 +68,19 @@ TEST_F(TrainerTest, StopsAtTheFirstNonFiniteLossKeepingTheLastCheckpoint) {
   EXPECT_EQ(complete_steps(dir_), (std::vector<int64_t>{1}));
 }
 
+// The same run at a sane rate trains all its steps, and --keep-last keeps the newest two.
+TEST_F(TrainerTest, KeepsTheNewestCheckpoints) {
+  const auto group = make_local_group();
+  TrainOptions o = options(dir_);
+  o.keep_last = 2;
+  auto r = train(tiny(), TokenSource::synthetic(64, 7), o, *group);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_FALSE(r->stopped.has_value());
+  EXPECT_EQ(r->steps.size(), 5u);
+  EXPECT_EQ(r->removed, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(complete_steps(dir_), (std::vector<int64_t>{4, 5}));
+}
+
 TEST_F(TrainerTest, NonFiniteOrNegativeSettingsAreRefused) {
   const auto group = make_local_group();
   TrainOptions o = options(dir_);

@@ -1,7 +1,8 @@
 // `parallax execute` when things go wrong: flags out of range are refused with their names; a
 // non-finite loss or gradient norm stops every rank at the same step and keeps the last good
-// checkpoint; a rank that stops answering (stuck, or paused by SIGSTOP in the middle of a
-// collective) is named and the job ends within about --timeout.
+// checkpoint; old checkpoints and the temporaries of interrupted writes do not pile up; a rank
+// that stops answering (stuck, or paused by SIGSTOP in the middle of a collective) is named and
+// the job ends within about --timeout.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -45,7 +46,7 @@ TEST(ExecuteFaults, EveryNumericFlagOutOfRangeIsRefusedByName) {
   const CliRun all = Parallax(
       execute(dir,
               "--lr nan --warmup -5 --steps 0 --timeout inf --temperature -1 --fit-gib nan "
-              "--save-every -1 --max-new-tokens 0"));
+              "--save-every -1 --keep-last -2 --max-new-tokens 0"));
   EXPECT_EQ(all.exit_code, 2) << all;
   for (const char* e :
        {"error: --lr: must be a finite number in (0, 1], got nan",
@@ -56,6 +57,7 @@ TEST(ExecuteFaults, EveryNumericFlagOutOfRangeIsRefusedByName) {
         "error: --temperature: must be a finite number in [0, 1e+06], got -1",
         "error: --fit-gib: must be a finite number in (0, 1e+09], got nan",
         "error: --save-every: must be in [0, 99999999], got -1",
+        "error: --keep-last: must be in [0, 99999999], got -2",
         "error: --max-new-tokens: must be in [1, 1048576], got 0"})
     EXPECT_TRUE(Has(all, e)) << e << "\n" << all;
   const CliRun big = Parallax(execute(dir, "--lr 1e30"));
@@ -95,6 +97,32 @@ TEST(ExecuteFaultsMpi, NonFiniteGradientStopsEveryRankAndKeepsTheLastCheckpoint)
       MpiParallax(2, execute(dir, ckpt + " --steps 6 --resume --format json"), Streams::kBoth);
   ASSERT_EQ(resumed.exit_code, 0) << resumed;
   EXPECT_TRUE(Has(resumed, "\"resumed_from\": 4")) << resumed;
+}
+
+// --keep-last 2 keeps the newest two checkpoints; a temporary left by a write killed mid-save
+// is removed by the next run, with a note, and nothing else in the directory is touched.
+TEST(ExecuteFaults, OldCheckpointsAndStaleTemporariesAreRemoved) {
+  ScratchDir dir;
+  const std::string d = dir.file("ckpt");
+  fs::create_directories(d + "/step-00000009");
+  std::ofstream(d + "/step-00000009/shard-00000.bin.tmp") << "half a shard";
+  std::ofstream(d + "/notes.txt") << "mine";
+  const std::string run = "--checkpoint-dir " + Quote(d) + " --save-every 1 --keep-last 2";
+  const CliRun r = Parallax(execute(dir, run + " --steps 6"));
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_TRUE(Has(r, "note: removed " + d +
+                         "/step-00000009/shard-00000.bin.tmp, left by an interrupted checkpoint "
+                         "write"))
+      << r;
+  EXPECT_TRUE(Has(r, "removed the older checkpoints of steps 1, 2, 3, 4 (--keep-last 2)")) << r;
+  EXPECT_EQ(exec::complete_steps(d), (std::vector<int64_t>{5, 6}));
+  EXPECT_FALSE(fs::exists(d + "/step-00000009/shard-00000.bin.tmp"));
+  EXPECT_TRUE(fs::exists(d + "/notes.txt"));
+  // --keep-last 0 keeps every one.
+  const CliRun all = Parallax(execute(
+      dir, "--checkpoint-dir " + Quote(d) + " --save-every 1 --keep-last 0 --steps 9 --resume"));
+  ASSERT_EQ(all.exit_code, 0) << all;
+  EXPECT_EQ(exec::complete_steps(d), (std::vector<int64_t>{5, 6, 7, 8, 9}));
 }
 
 // A rank that stops answering before a collective: its peers name it after --timeout.
