@@ -36,7 +36,16 @@ void add_execute_flags(CLI::App* cmd, ExecuteFlags* o) {
                   "kernels, fp32; dense models, no parallelism yet)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--steps", o->steps, "optimizer steps to run, 1 to 99999999 (default 10)");
-  cmd->add_option("--seed", o->seed, "initialisation and synthetic-data seed (default 1234)");
+  // CLI11 reads "-1" into an unsigned integer as 2^64 - 1: a sign is refused before it converts.
+  cmd->add_option("--seed", o->seed,
+                  "initialisation and synthetic-data seed, 0 to 2^64 - 1 (default 1234)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.find('-') == std::string::npos
+                       ? std::string()
+                       : "must be in [0, 2^64 - 1], got " + v + " (hint: a seed has no sign)";
+          },
+          "UINT64"));
   cmd->add_option("--data", o->data,
                   "a text file (byte-level tokens; the model's vocab must be >= 256) or "
                   "'synthetic' (default)");

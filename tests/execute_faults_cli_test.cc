@@ -66,6 +66,9 @@ TEST(ExecuteFaults, EveryNumericFlagOutOfRangeIsRefusedByName) {
                   "error: --lr: must be at most 1 for AdamW, got 1e+30 (hint: AdamW moves "
                   "each weight by about lr a step"))
       << big;
+  const CliRun seed = Parallax(execute(dir, "--seed -1"));
+  EXPECT_EQ(seed.exit_code, 2) << seed;
+  EXPECT_TRUE(Has(seed, "--seed: must be in [0, 2^64 - 1], got -1")) << seed;
   const CliRun negative = Parallax(execute(dir, "--lr -1"));
   EXPECT_EQ(negative.exit_code, 2) << negative;
   EXPECT_TRUE(Has(negative, "--lr: must be a finite number in (0, 1], got -1")) << negative;
