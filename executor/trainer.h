@@ -130,7 +130,9 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
                           const std::function<void(const StepRecord&)>& on_step = {});
 
 /// The same loop on one GPU (executor/cuda): the CPU trainer's data order, loss and step
-/// records, one rank, no parallelism, ZeRO or checkpoints yet (refused with the reason). Peak
+/// records, one rank, no parallelism, ZeRO or checkpoints yet (refused with the reason). It
+/// stops at the first non-finite loss or gradient norm too (TrainResult::stopped), after that
+/// step's update: the device step applies it. Peak
 /// memory is the device memory the trainer allocated. Fails with a diagnostic in a build
 /// without CUDA or on a machine without a GPU.
 Result<TrainResult> train_on_gpu(const ModelShape& shape, const TokenSource& data,
