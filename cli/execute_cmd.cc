@@ -261,9 +261,9 @@ int run(const Opts& o) {
   const ParallelPlan& plan = resolved->plan;
   Diagnostics bad;
   auto shape = exec::executable_shape(resolved->model);
-  if (shape && (o.fit || o.fit_gib > 0)) {
+  if (shape && (o.fit || o.fit_gib)) {
     // Halve the proportions until the ranks' shares fit this machine's memory (80% of it).
-    const double have = o.fit_gib > 0 ? o.fit_gib / 0.8 : available_gib();
+    const double have = o.fit_gib ? *o.fit_gib / 0.8 : available_gib();
     for (int halvings = 0; halvings < 40; ++halvings) {
       const double need =
           footprint_gib(*shape, exec::Transformer<float>(*shape).num_params(), plan);

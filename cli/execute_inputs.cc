@@ -117,8 +117,8 @@ Diagnostics check_execute_flags(const ExecuteFlags& f) {
   // The KV cache holds the prompt and every new token of each prompt.
   check_int(&d, "--max-new-tokens", f.max_new_tokens, 1, int64_t{1} << 20,
             "the KV cache holds every new token");
-  if (f.fit_gib != 0)
-    check_real(&d, "--fit-gib", f.fit_gib, 0, true, 1e9, "GiB of memory for all ranks together");
+  if (f.fit_gib)
+    check_real(&d, "--fit-gib", *f.fit_gib, 0, true, 1e9, "GiB of memory for all ranks together");
   if ((f.save_every > 0 || f.resume) && f.checkpoint_dir.empty())
     d.push_back({f.resume ? "--resume" : "--save-every", "needs --checkpoint-dir", ""});
   return d;

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,8 @@ struct ExecuteFlags {
   bool resume = false;
   bool fit = false;
   bool async_save = false;
-  double fit_gib = 0;  ///< the memory --fit fits into (all ranks); 0: 80% of what is available
+  /// The memory --fit fits into (all ranks); unset: 80% of what is available.
+  std::optional<double> fit_gib;
 };
 
 /// Registers the flags of `execute` (all but the layout flags) on `cmd`.

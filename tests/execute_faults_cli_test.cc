@@ -66,6 +66,9 @@ TEST(ExecuteFaults, EveryNumericFlagOutOfRangeIsRefusedByName) {
                   "error: --lr: must be at most 1 for AdamW, got 1e+30 (hint: AdamW moves "
                   "each weight by about lr a step"))
       << big;
+  const CliRun zero = Parallax(execute(dir, "--fit-gib 0"));
+  EXPECT_EQ(zero.exit_code, 2) << zero;
+  EXPECT_TRUE(Has(zero, "error: --fit-gib: must be a finite number in (0, 1e+09], got 0")) << zero;
   const CliRun seed = Parallax(execute(dir, "--seed -1"));
   EXPECT_EQ(seed.exit_code, 2) << seed;
   EXPECT_TRUE(Has(seed, "--seed: must be in [0, 2^64 - 1], got -1")) << seed;
