@@ -8,8 +8,12 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/execute_inputs.h"
+#include "cli/execute_report.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "executor/checkpoint.h"
+#include "executor/checkpoint_retention.h"
 #include "executor/data.h"
 #include "executor/generate.h"
 #include "executor/model.h"
@@ -20,26 +24,7 @@
 namespace parallax::cli {
 namespace {
 
-struct Opts {
-  LayoutFlags layout;
-  std::string backend = "cpu", data = "synthetic", format = "table";
-  int64_t steps = 10;
-  uint64_t seed = 1234;
-  double lr = 1e-3;
-  int64_t warmup = 0;
-  bool compare = false;
-  bool op_times = false;
-  std::string checkpoint_dir;
-  std::string mode = "train", prompt = "Four score and seven years ago";
-  int64_t max_new_tokens = 32;
-  double temperature = 0;
-  double timeout_s = 300;
-  int64_t save_every = 0;
-  bool resume = false;
-  bool fit = false;
-  bool async_save = false;
-  double fit_gib = 0;  ///< the memory --fit fits into (all ranks); 0: 80% of what is available
-};
+using Opts = ExecuteFlags;
 
 /// Weights, gradients and two Adam moments in fp32, plus the activations one microbatch saves
 /// for backward (a generous per-layer count of hidden-sized and ffn-sized tensors, and the
@@ -117,6 +102,7 @@ exec::TrainOptions train_options(const Opts& o, const ParallelPlan& plan) {
   t.shard_parameters = plan.zero_stage == 3 || plan.fsdp;
   t.checkpoint_dir = o.checkpoint_dir;
   t.save_every = o.save_every;
+  t.keep_last = o.keep_last;
   t.resume = o.resume;
   t.async_save = o.async_save;
   t.data_name = o.data == "synthetic" ? "synthetic (seed " + std::to_string(o.seed + 1) + ")"
@@ -127,94 +113,24 @@ exec::TrainOptions train_options(const Opts& o, const ParallelPlan& plan) {
   return t;
 }
 
-/// The simulator's time of pipeline stage 0 (the stage of rank 0) by the executor's operator
-/// kinds: communication by its cost category (tensor-, context-, expert-, data- and
-/// pipeline-parallel transfers), the rest by name; spans the executor has no kind for (fused
-/// ops) left out.
-exec::OpSeconds predicted_op_seconds(const StepReport& r) {
-  exec::OpSeconds s;
-  for (const TraceSpan& span : r.engine.trace) {
-    if (span.rank != 0) continue;
-    const double t = span.end_s - span.start_s;
-    switch (span.category) {
-      case CostCategory::kTpComm:
-      case CostCategory::kCpComm:
-      case CostCategory::kEpComm:
-      case CostCategory::kDpComm:
-      case CostCategory::kPpComm: {
-        const bool backward = span.pass != PassKind::kForward || span.name == "send_grad";
-        (backward ? s.backward : s.forward)[static_cast<size_t>(exec::OpKind::kCommunication)] += t;
-        continue;
-      }
-      default:
-        break;
-    }
-    const auto k = exec::op_kind_of(span.name);
-    if (!k) continue;
-    (k->backward ? s.backward : s.forward)[static_cast<size_t>(k->kind)] += t;
-  }
-  return s;
+std::string step_list(const std::vector<int64_t>& steps) {
+  std::string list;
+  for (const int64_t st : steps) list += (list.empty() ? "" : ", ") + std::to_string(st);
+  return list;
 }
 
-/// Rank 0's time by operator in the step closest to the median, beside the prediction for the
-/// same stage (when there is one): a table, or JSON.
-void print_op_times(const exec::TrainResult& r, const StepReport* predicted, bool json, Json* out) {
-  const exec::StepRecord* step = nullptr;
-  for (const auto& s : r.steps)
-    if (s.step == r.median_step) step = &s;
-  if (step == nullptr) return;
-  const exec::OpSeconds& m = step->ops;
-  const exec::OpSeconds p = predicted ? predicted_op_seconds(*predicted) : exec::OpSeconds{};
-  const double rest = step->time_s - m.total(),
-               predicted_rest = predicted ? predicted->step_time_s - p.total() : 0;
-  if (json) {
-    Json ops = Json::array();
-    for (int i = 0; i < exec::kNumOpKinds; ++i) {
-      Json o = {{"op", std::string(exec::op_kind_name(static_cast<exec::OpKind>(i)))},
-                {"forward_s", m.forward[i]},
-                {"backward_s", m.backward[i]}};
-      if (predicted) {
-        o["predicted_forward_s"] = p.forward[i];
-        o["predicted_backward_s"] = p.backward[i];
-      }
-      ops.push_back(o);
-    }
-    (*out)["op_times"] = {{"step", step->step},
-                          {"ops", ops},
-                          {"rest_s", rest},
-                          {"ranks_min_s", step->ops_min_s},
-                          {"ranks_max_s", step->ops_max_s},
-                          {"slowest_rank", step->slowest_rank}};
-    if (predicted) (*out)["op_times"]["predicted_rest_s"] = predicted_rest;
-    return;
-  }
-  std::printf("  step %lld by operator, rank 0 (ms)%s\n", static_cast<long long>(step->step),
-              predicted ? "; predicted for pipeline stage 0" : "");
-  std::printf("    %-14s %9s %9s %9s %9s\n", "operator", "forward", predicted ? "predicted" : "",
-              "backward", predicted ? "predicted" : "");
-  const auto row = [&](std::string_view name, double f, double pf, double b, double pb) {
-    if (predicted)
-      std::printf("    %-14.*s %9.2f %9.2f %9.2f %9.2f\n", static_cast<int>(name.size()),
-                  name.data(), 1e3 * f, 1e3 * pf, 1e3 * b, 1e3 * pb);
-    else
-      std::printf("    %-14.*s %9.2f %9s %9.2f\n", static_cast<int>(name.size()), name.data(),
-                  1e3 * f, "", 1e3 * b);
-  };
-  for (int i = 0; i < exec::kNumOpKinds; ++i)
-    if (m.forward[i] + m.backward[i] + p.forward[i] + p.backward[i] > 0)
-      row(exec::op_kind_name(static_cast<exec::OpKind>(i)), m.forward[i], p.forward[i],
-          m.backward[i], p.backward[i]);
-  std::printf(
-      "    rest (copies, bookkeeping, idle): %.2f ms%s\n", 1e3 * rest,
-      predicted ? (", predicted " + format_fixed(1e3 * predicted_rest, 2) + " ms").c_str() : "");
-  if (step->ops_max_s > step->ops_min_s) {
-    // Without pipeline stages and experts every rank runs the same work, so a spread is a
-    // slower rank, whose lateness the others wait out in their communication.
-    const double spread = step->ops_max_s / step->ops_min_s - 1;
-    std::printf("    operators over the ranks: %.2f to %.2f ms, rank %d slowest (+%.0f%%)%s\n",
-                1e3 * step->ops_min_s, 1e3 * step->ops_max_s, step->slowest_rank, 100 * spread,
-                spread > 0.1 ? ": a straggler, which the others wait for" : "");
-  }
+/// Why a run stopped at a non-finite value, and what is left to resume from.
+Diagnostic non_finite_diagnostic(const exec::NonFinite& s, const std::string& checkpoint_dir) {
+  const std::vector<int64_t> done =
+      checkpoint_dir.empty() ? std::vector<int64_t>{} : exec::complete_steps(checkpoint_dir);
+  return {
+      "step " + std::to_string(s.step),
+      "the " + s.quantity + " is " + format_number("%g", s.value) +
+          ", not finite: training stopped before this step's update",
+      "a lower --lr or a --warmup; " +
+          (done.empty() ? std::string("no checkpoint was saved")
+                        : "the newest complete checkpoint, step " + std::to_string(done.back()) +
+                              " in " + checkpoint_dir + ", is intact for --resume")};
 }
 
 /// Bytes as text, with the unprintable ones escaped.
@@ -295,6 +211,8 @@ int run_generate(const Opts& o, const ResolvedRun& run, const exec::ModelShape& 
 }
 
 int run(const Opts& o) {
+  // Every rank checks the flags before MPI starts, and says why it stops.
+  if (Diagnostics bad = check_execute_flags(o); !bad.empty()) return report_errors(bad);
   if (o.backend != "cpu" && o.backend != "cuda")
     return report_errors(
         {Diagnostic{"--backend", "unknown backend " + o.backend, "--backend cpu or cuda"}});
@@ -314,6 +232,9 @@ int run(const Opts& o) {
     group = exec::make_local_group();
   }
   const bool rank0 = group->rank() == 0;
+  if (rank0)
+    for (const std::string& note : execute_flag_notes(o))
+      std::cerr << ("note: " + note + "\n") << std::flush;
   // Every rank says why it stops (a job whose ranks exit silently looks hung); the others name
   // themselves.
   auto fail = [&](Diagnostics d) {
@@ -340,9 +261,9 @@ int run(const Opts& o) {
   const ParallelPlan& plan = resolved->plan;
   Diagnostics bad;
   auto shape = exec::executable_shape(resolved->model);
-  if (shape && (o.fit || o.fit_gib > 0)) {
+  if (shape && (o.fit || o.fit_gib)) {
     // Halve the proportions until the ranks' shares fit this machine's memory (80% of it).
-    const double have = o.fit_gib > 0 ? o.fit_gib / 0.8 : available_gib();
+    const double have = o.fit_gib ? *o.fit_gib / 0.8 : available_gib();
     for (int halvings = 0; halvings < 40; ++halvings) {
       const double need =
           footprint_gib(*shape, exec::Transformer<float>(*shape).num_params(), plan);
@@ -381,10 +302,6 @@ int run(const Opts& o) {
     const Diagnostics layout = exec::check_training(*shape, t, plan.gpus());
     bad.insert(bad.end(), layout.begin(), layout.end());
   }
-  if ((o.save_every > 0 || o.resume) && o.checkpoint_dir.empty())
-    bad.push_back({o.resume ? "--resume" : "--save-every", "needs --checkpoint-dir", ""});
-  if (o.save_every < 0)
-    bad.push_back({"--save-every", "must be 0 or more, got " + std::to_string(o.save_every), ""});
   if (!bad.empty()) return fail(bad);
   if (gpu && plan.gpus() > 1)
     return fail({Diagnostic{"--backend",
@@ -454,23 +371,41 @@ int run(const Opts& o) {
   if (gpu && group->size() > 1)
     return fail({Diagnostic{"--backend", "the CUDA backend runs one GPU in one process",
                             "launch without mpirun"}});
+  // Temporaries of a write killed mid-save: cleared before any rank of this run can write (the
+  // others wait in train's first collective).
+  if (rank0 && !o.checkpoint_dir.empty()) {
+    const exec::CheckpointCleanup stale = exec::remove_stale_temporaries(o.checkpoint_dir);
+    for (const std::string& file : stale.files)
+      std::cerr << ("note: removed " + file + ", left by an interrupted checkpoint write\n");
+    for (const std::string& n : stale.notes) std::cerr << ("note: " + n + "\n");
+    // A fresh run over an earlier run's checkpoints: --resume would read theirs, and
+    // --keep-last counts them with this run's.
+    if (const std::vector<int64_t> old = exec::complete_steps(o.checkpoint_dir);
+        !o.resume && o.save_every > 0 && !old.empty())
+      std::cerr << ("note: " + o.checkpoint_dir + " already holds the checkpoints of steps " +
+                    step_list(old) +
+                    "; this run starts fresh (no --resume), and --keep-last counts them with "
+                    "its own\n");
+  }
   auto result = gpu ? exec::train_on_gpu(*shape, data, t, print_step)
                     : exec::train(*shape, data, t, *group, print_step);
   if (!result) return fail(result.errors());
+  if (rank0)
+    for (const std::string& n : result->notes) std::cerr << ("note: " + n + "\n") << std::flush;
+  if (result->stopped) {
+    fail({non_finite_diagnostic(*result->stopped, o.checkpoint_dir)});
+    return kExitNonFinite;
+  }
   if (!rank0) return 0;
   if (table && result->resumed_from > 0)
     std::printf("  resumed from the checkpoint of step %lld in %s\n",
                 static_cast<long long>(result->resumed_from), o.checkpoint_dir.c_str());
+  if (table && !result->removed.empty())
+    std::printf("  removed the older checkpoints of steps %s (--keep-last %lld)\n",
+                step_list(result->removed).c_str(), static_cast<long long>(o.keep_last));
   if (table && !result->saved.empty())
-    std::printf(
-        "  saved checkpoints of steps %s in %s (%.3f s in all, outside the step times)\n",
-        [&] {
-          std::string list;
-          for (int64_t st : result->saved) list += (list.empty() ? "" : ", ") + std::to_string(st);
-          return list;
-        }()
-            .c_str(),
-        o.checkpoint_dir.c_str(), result->save_time_s);
+    std::printf("  saved checkpoints of steps %s in %s (%.3f s in all, outside the step times)\n",
+                step_list(result->saved).c_str(), o.checkpoint_dir.c_str(), result->save_time_s);
   const double error = predicted && result->median_step_time_s > 0
                            ? predicted->step_time_s / result->median_step_time_s - 1
                            : 0;
@@ -544,6 +479,7 @@ int run(const Opts& o) {
     j["first_step"] = result->steps.empty() ? 0 : result->steps.front().step;
     j["resumed_from"] = result->resumed_from;
     j["saved_steps"] = result->saved;
+    j["removed_steps"] = result->removed;
     if (predicted) {
       j["predicted_step_time_s"] = predicted->step_time_s;
       j["predicted_peak_memory_gib"] = predicted->peak_memory_gib;
@@ -566,68 +502,20 @@ int run(const Opts& o) {
 }  // namespace
 
 void add_execute_command(CLI::App& app, int* exit_code) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<ExecuteFlags>();
   CLI::App* cmd = app.add_subcommand("execute",
                                      "Train the plan's model for real on CPU ranks (one MPI "
                                      "process per rank) or one GPU, and measure it");
   add_layout_flags(cmd, &o->layout);
-  cmd->add_option("--backend", o->backend,
-                  "cpu (Eigen, one MPI process per rank) or cuda (one GPU: cuBLAS and our "
-                  "kernels, fp32; dense models, no parallelism yet)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--steps", o->steps, "optimizer steps to run (default 10)");
-  cmd->add_option("--seed", o->seed, "initialisation and synthetic-data seed (default 1234)");
-  cmd->add_option("--data", o->data,
-                  "a text file (byte-level tokens; the model's vocab must be >= 256) or "
-                  "'synthetic' (default)");
-  cmd->add_option("--lr", o->lr, "AdamW learning rate (default 1e-3)");
-  cmd->add_option("--warmup", o->warmup, "linear learning-rate warm-up steps (default 0)");
-  cmd->add_option("--format", o->format, "output format: table | json")
-      ->check(CLI::IsMember({"table", "json"}));
-  cmd->add_option("--checkpoint-dir", o->checkpoint_dir,
-                  "directory of sharded checkpoints (one step-NNNNNNNN/ per save; a step is "
-                  "complete once its manifest.json is written)");
-  cmd->add_option("--mode", o->mode,
-                  "train (default), or generate: prefill --prompt and decode --max-new-tokens "
-                  "with a KV cache under tp and pp (--gbs prompts; weights from the newest "
-                  "checkpoint in --checkpoint-dir)")
-      ->check(CLI::IsMember({"train", "generate"}));
-  cmd->add_option("--prompt", o->prompt, "generate: the prompt text (byte-level tokens)");
-  cmd->add_option("--max-new-tokens", o->max_new_tokens, "generate: tokens to decode (default 32)");
-  cmd->add_option("--temperature", o->temperature,
-                  "generate: 0 = greedy (default), else sample softmax(logits / T)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--fit", o->fit,
-                "scale the model down, keeping its proportions (head size, GQA grouping, "
-                "vocabulary, experts), until each rank's share fits this machine's memory");
-  cmd->add_option("--fit-gib", o->fit_gib,
-                  "--fit into this many GiB (all ranks together) instead of 80% of the memory "
-                  "available")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--timeout", o->timeout_s,
-                  "seconds a rank waits in a collective or for a pipeline message before the "
-                  "job is stopped, naming the ranks that have not arrived (default 300)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--save-every", o->save_every, "save a checkpoint every N steps (0: never)");
-  cmd->add_flag("--async-save", o->async_save,
-                "write checkpoint shards on a thread that overlaps the next step (the state is "
-                "copied first; the checkpoint completes at the end of that step)");
-  cmd->add_flag("--resume", o->resume,
-                "continue from the newest complete checkpoint in --checkpoint-dir, under this "
-                "run's layout (the checkpoint is resharded as needed), up to --steps");
-  cmd->add_flag("--compare", o->compare,
-                "also simulate the plan (in fp32) on --cluster, e.g. a profile from `parallax "
-                "calibrate`, and print the prediction beside the measurement");
-  cmd->add_flag("--op-times", o->op_times,
-                "time each operator (GEMMs, attention, norms, optimizer...) and print rank 0's "
-                "times in the median step, beside the simulator's for the same stage with "
-                "--compare");
+  add_execute_flags(cmd, o.get());
   cmd->footer(
       "Runs fp32 on each rank's CPU core. Under `mpirun -np N` each process is one rank; the plan "
       "must have N ranks.\n"
       "Example: mpirun -np 2 parallax execute --model examples/tiny-llama.json --gpus 2 --tp 1 "
       "--gbs 8 --seq 128 --steps 20\n"
-      "Exit code: 0 ran, 2 bad input (every rank says why).");
+      "Exit code: 0 ran, 2 bad input (every rank says why), 3 a rank stopped answering (the job "
+      "is aborted after --timeout, naming it), 4 stopped at a non-finite loss or gradient norm "
+      "(the last complete checkpoint is kept).");
   cmd->callback([o, exit_code] { *exit_code = run(*o); });
 }
 

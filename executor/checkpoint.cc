@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -372,6 +373,13 @@ Result<ShardInfo> write_shard(const std::string& dir, int64_t step, int rank,
     } else if (static_cast<int64_t>(pieces[i].data.size()) != h.rows * h.cols) {
       ds.push_back(diag(where, describe(h) + " has " + to_string(pieces[i].data.size()) +
                                    " values, want rows * cols = " + to_string(h.rows * h.cols)));
+    } else if (const auto bad = std::find_if_not(pieces[i].data.begin(), pieces[i].data.end(),
+                                                 [](float v) { return std::isfinite(v); });
+               bad != pieces[i].data.end()) {
+      ds.push_back(diag(where,
+                        describe(h) + " holds " + std::to_string(*bad) + " at element " +
+                            to_string(bad - pieces[i].data.begin()),
+                        "a checkpoint holds finite values only; the previous one is intact"));
     }
   }
   if (!ds.empty()) return ds;

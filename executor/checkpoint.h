@@ -82,8 +82,9 @@ std::string step_directory(const std::string& dir, int64_t step);
 /// written to `<name>.tmp` in the same directory (a leftover one from a crashed write is
 /// overwritten), fsync'ed, renamed, directory fsync'ed. Creates the directories as needed.
 /// Every rank writes a shard, possibly with no pieces. Fails, writing nothing, on a piece whose
-/// rectangle is outside its tensor or whose data does not hold rows * cols values; on a file
-/// error, with the path and strerror.
+/// rectangle is outside its tensor, whose data does not hold rows * cols values or holds a value
+/// that is not finite (NaN, infinity: such a state is never saved); on a file error, with the
+/// path and strerror.
 Result<ShardInfo> write_shard(const std::string& dir, int64_t step, int rank,
                               std::span<const Piece> pieces);
 

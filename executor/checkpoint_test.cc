@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace parallax::exec {
 namespace {
@@ -391,6 +392,17 @@ TEST_F(CheckpointTest, WriteShardRejectsBadPiecesAndReportsFileErrors) {
   ASSERT_EQ(bad.errors().size(), 2u);  // every problem, not only the first
   EXPECT_NE(bad.error_text().find("has 6 values, want rows * cols = 8"), std::string::npos);
   EXPECT_NE(bad.error_text().find("outside the tensor"), std::string::npos);
+  EXPECT_FALSE(fs::exists(step_directory(dir_, 1)));
+
+  // A non-finite value is never saved: a diverged state must not replace a good checkpoint.
+  std::vector<float> poisoned(8, 1.0f);
+  poisoned[5] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<Piece> nan_piece = {{{"adam_v", "embed", 4, 4, 0, 0, 2, 4}, poisoned}};
+  auto nan = write_shard(dir_, 1, 0, nan_piece);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.error_text().find("adam_v/embed [0:2, 0:4] of 4x4 holds nan at element 5"),
+            std::string::npos)
+      << nan.error_text();
   EXPECT_FALSE(fs::exists(step_directory(dir_, 1)));
 
   std::ofstream(dir_ + "/file") << "x";

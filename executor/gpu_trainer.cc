@@ -3,6 +3,7 @@
 // curves compare step for step.
 
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ Result<TrainResult> train_on_gpu(const ModelShape& shape, const TokenSource& dat
     r.step = step;
     r.loss = loss.value();
     r.grad_norm = (*trainer)->last_grad_norm();
+    // The device step has applied its update already (no checkpoints on this backend yet):
+    // stop at the first non-finite value, as the CPU trainer does.
+    if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+      const bool loss_bad = !std::isfinite(r.loss);
+      result.stopped =
+          NonFinite{step, loss_bad ? "loss" : "gradient norm", loss_bad ? r.loss : r.grad_norm};
+      break;
+    }
     r.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.tokens_per_s = step_tokens / r.time_s;
     r.peak_memory_gib = static_cast<double>((*trainer)->peak_device_bytes()) / kGiB;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/mpi_liveness.h"
 #include "executor/mpi_pieces.h"
 #include "executor/op_times.h"
 
@@ -86,16 +87,21 @@ void finalize_at_exit() {
   if (!finalized) MPI_Finalize();
 }
 
-/// MPI ranks of a communicator. Every collective starts with a non-blocking barrier and every
-/// receive is non-blocking, each waited for against a deadline (the group's time-out): a rank
-/// that never arrives does not hang the job. Each member tells the group's first rank (on a
-/// duplicate communicator) the number of every collective it enters, so when a wait expires the
-/// first rank names the members that have not arrived; then it aborts the job (the others are
-/// blocked in MPI and cannot return).
+/// MPI ranks of a communicator. Every collective is non-blocking (in pieces where large), and
+/// every wait for one, for a receive or for a send polls its request against a deadline (the
+/// group's time-out), answering liveness pings meanwhile (executor/mpi_liveness.h): a rank that
+/// never arrives, or stops answering inside a collective its peers are in, does not hang the
+/// job. Each member tells the group's first rank (on a duplicate communicator) the number of
+/// every collective it enters; when a wait expires the rank pings every rank of the job, names
+/// the members that have not arrived and the ranks that do not answer, and aborts the job.
 class MpiGroup final : public ProcessGroup {
  public:
-  MpiGroup(MPI_Comm comm, double timeout_s, int local_size = 1)
-      : comm_(comm), timeout_s_(timeout_s), local_size_(local_size) {
+  MpiGroup(MPI_Comm comm, double timeout_s, std::shared_ptr<MpiLiveness> liveness,
+           int local_size = 1)
+      : comm_(comm),
+        timeout_s_(timeout_s),
+        liveness_(std::move(liveness)),
+        local_size_(local_size) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     MPI_Comm_dup(comm_, &side_);
@@ -134,20 +140,18 @@ class MpiGroup final : public ProcessGroup {
     PX_CHECK(static_cast<int64_t>(data.size()) == static_cast<int64_t>(out.size()) * size_,
              "reduce-scatter of " << data.size() << " into chunks of " << out.size());
     PX_CHECK(out.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
-    if (Diagnostics d = arrive("reduce-scatter", data.size()); !d.empty()) return d;
     const std::vector<int64_t> counts(static_cast<size_t>(size_), static_cast<int64_t>(out.size()));
-    return check(reduce_scatter_in_pieces(data.data(), counts, rank_, out.data(), comm_, &scratch_),
-                 "MPI_Reduce_scatter");
+    return reduce_scatter(data, counts, out);
   }
   Diagnostics all_gather(std::span<const float> chunk, std::span<float> out) override {
     const OpScope timed(OpKind::kCommunication);
     PX_CHECK(static_cast<int64_t>(out.size()) == static_cast<int64_t>(chunk.size()) * size_,
              "all-gather of " << chunk.size() << " into " << out.size());
     PX_CHECK(chunk.size() <= static_cast<size_t>(INT_MAX), "chunk over INT_MAX elements");
-    if (Diagnostics d = arrive("all-gather", out.size()); !d.empty()) return d;
-    return check(MPI_Allgather(chunk.data(), static_cast<int>(chunk.size()), MPI_FLOAT, out.data(),
-                               static_cast<int>(chunk.size()), MPI_FLOAT, comm_),
-                 "MPI_Allgather");
+    const int n = static_cast<int>(chunk.size());
+    return collective("all-gather", out.size(), "MPI_Iallgather", [&](MPI_Request* r) {
+      return MPI_Iallgather(chunk.data(), n, MPI_FLOAT, out.data(), n, MPI_FLOAT, comm_, r);
+    });
   }
   Diagnostics all_gather(std::span<const float> mine, std::span<const int64_t> counts,
                          std::span<float> out) override {
@@ -155,10 +159,10 @@ class MpiGroup final : public ProcessGroup {
     const Blocks b = blocks(counts, out.size());
     PX_CHECK(static_cast<int64_t>(mine.size()) == counts[static_cast<size_t>(rank_)],
              "all-gather of " << mine.size() << " values, counted " << counts[rank_]);
-    if (Diagnostics d = arrive("all-gather", out.size()); !d.empty()) return d;
-    return check(MPI_Allgatherv(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, out.data(),
-                                b.counts.data(), b.displs.data(), MPI_FLOAT, comm_),
-                 "MPI_Allgatherv");
+    return collective("all-gather", out.size(), "MPI_Iallgatherv", [&](MPI_Request* r) {
+      return MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_FLOAT, out.data(),
+                             b.counts.data(), b.displs.data(), MPI_FLOAT, comm_, r);
+    });
   }
   Diagnostics reduce_scatter_sum(std::span<const float> data, std::span<const int64_t> counts,
                                  std::span<float> out) override {
@@ -166,50 +170,39 @@ class MpiGroup final : public ProcessGroup {
     blocks(counts, data.size());  // checks the counts against the buffer
     PX_CHECK(static_cast<int64_t>(out.size()) == counts[static_cast<size_t>(rank_)],
              "reduce-scatter into " << out.size() << " values, counted " << counts[rank_]);
-    if (Diagnostics d = arrive("reduce-scatter", data.size()); !d.empty()) return d;
-    return check(reduce_scatter_in_pieces(data.data(), counts, rank_, out.data(), comm_, &scratch_),
-                 "MPI_Reduce_scatter");
+    return reduce_scatter(data, counts, out);
   }
   double max(double v) override {
     double out = v;
-    arrive("max", 1);
-    MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_);
+    collective("max", 1, "MPI_Iallreduce", [&](MPI_Request* r) {
+      return MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_, r);
+    });
     return out;
   }
-  void barrier() override { arrive("barrier", 0); }
+  void barrier() override {
+    collective("barrier", 0, "MPI_Ibarrier",
+               [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+  }
   Diagnostics all_to_all(std::span<const float> send, std::span<const int64_t> send_counts,
                          std::span<float> recv, std::span<const int64_t> recv_counts) override {
     const OpScope timed(OpKind::kCommunication);
     PX_CHECK(static_cast<int>(send_counts.size()) == size_ &&
                  static_cast<int>(recv_counts.size()) == size_,
              "all-to-all needs one count per rank");
-    std::vector<int> sc(static_cast<size_t>(size_)), sd(sc.size()), rc(sc.size()), rd(sc.size());
-    int64_t s_at = 0, r_at = 0;
-    for (int r = 0; r < size_; ++r) {
-      PX_CHECK(s_at + send_counts[r] <= INT_MAX && r_at + recv_counts[r] <= INT_MAX,
-               "all-to-all over INT_MAX elements");
-      sc[r] = static_cast<int>(send_counts[r]);
-      sd[r] = static_cast<int>(s_at);
-      rc[r] = static_cast<int>(recv_counts[r]);
-      rd[r] = static_cast<int>(r_at);
-      s_at += send_counts[r];
-      r_at += recv_counts[r];
-    }
-    PX_CHECK(s_at == static_cast<int64_t>(send.size()) && r_at == static_cast<int64_t>(recv.size()),
-             "all-to-all counts disagree with the buffers");
-    if (Diagnostics d = arrive("all-to-all", send.size()); !d.empty()) return d;
-    return check(MPI_Alltoallv(send.data(), sc.data(), sd.data(), MPI_FLOAT, recv.data(), rc.data(),
-                               rd.data(), MPI_FLOAT, comm_),
-                 "MPI_Alltoallv");
+    const Blocks s = blocks(send_counts, send.size()), d = blocks(recv_counts, recv.size());
+    return collective("all-to-all", send.size(), "MPI_Ialltoallv", [&](MPI_Request* r) {
+      return MPI_Ialltoallv(send.data(), s.counts.data(), s.displs.data(), MPI_FLOAT, recv.data(),
+                            d.counts.data(), d.displs.data(), MPI_FLOAT, comm_, r);
+    });
   }
   Diagnostics all_to_all(std::span<const int64_t> send, std::span<int64_t> recv) override {
     const OpScope timed(OpKind::kCommunication);
     PX_CHECK(send.size() == recv.size() && send.size() % static_cast<size_t>(size_) == 0,
              "all-to-all of counts: " << send.size() << " values over " << size_ << " ranks");
     const int per = static_cast<int>(send.size() / static_cast<size_t>(size_));
-    if (Diagnostics d = arrive("all-to-all of counts", send.size()); !d.empty()) return d;
-    return check(MPI_Alltoall(send.data(), per, MPI_INT64_T, recv.data(), per, MPI_INT64_T, comm_),
-                 "MPI_Alltoall");
+    return collective("all-to-all of counts", send.size(), "MPI_Ialltoall", [&](MPI_Request* r) {
+      return MPI_Ialltoall(send.data(), per, MPI_INT64_T, recv.data(), per, MPI_INT64_T, comm_, r);
+    });
   }
   Diagnostics send(std::span<const float> data, int dest, int tag) override {
     const OpScope timed(OpKind::kCommunication);
@@ -231,11 +224,10 @@ class MpiGroup final : public ProcessGroup {
         !d.empty())
       return d;
     MPI_Status status;
-    if (!wait(r, &status)) {
-      late("a message of " + std::to_string(data.size()) + " values from rank " +
-           std::to_string(world_ranks_[src]) + ", which has not sent it: rank " +
-           std::to_string(world_ranks_[src]) + " is late");
-    }
+    if (!wait(r, &status))
+      expired("a message of " + std::to_string(data.size()) + " values from rank " +
+                  std::to_string(world_ranks_[src]),
+              false);
     int count = 0;
     MPI_Get_count(&status, MPI_FLOAT, &count);
     if (static_cast<size_t>(count) != data.size())
@@ -255,7 +247,7 @@ class MpiGroup final : public ProcessGroup {
         !d.empty())
       return d;
     MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
-    return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(sub, timeout_s_));
+    return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(sub, timeout_s_, liveness_));
   }
 
  private:
@@ -276,54 +268,54 @@ class MpiGroup final : public ProcessGroup {
     PX_CHECK(at == static_cast<int64_t>(total), "blocks sum to " << at << ", buffer " << total);
     return b;
   }
+  /// A waiter for mpi_pieces.h: the polled wait, expiring as collective `what` of `values`.
+  auto piece_wait(const char* what, size_t values) {
+    return [this, what, values](MPI_Request& r) {
+      if (!wait(r, nullptr)) expired(describe(what, values), true);
+      return MPI_SUCCESS;
+    };
+  }
   Diagnostics reduce(void* data, int64_t n, MPI_Datatype type) {
     const OpScope timed(OpKind::kCommunication);
     // In pieces (executor/mpi_pieces.h): MPI's large-message algorithms are far slower, and its
     // counts are ints.
-    if (Diagnostics d = arrive("all-reduce", static_cast<size_t>(n)); !d.empty()) return d;
-    return check(all_reduce_in_pieces(data, n, type, type == MPI_FLOAT ? 4 : 8, comm_),
-                 "MPI_Allreduce");
+    enter();
+    return check(all_reduce_in_pieces(data, n, type, type == MPI_FLOAT ? 4 : 8, comm_,
+                                      piece_wait("all-reduce", static_cast<size_t>(n))),
+                 "MPI_Iallreduce");
   }
-
-  /// Waits, against the deadline, until every member has reached collective `what` (a
-  /// non-blocking barrier); the collective itself then runs blocking, with MPI's tuned
-  /// algorithms (its non-blocking collectives are several times slower for large buffers), and
-  /// cannot wait on a rank that is not there.
-  Diagnostics arrive(const char* what, size_t values) {
+  Diagnostics reduce_scatter(std::span<const float> data, std::span<const int64_t> counts,
+                             std::span<float> out) {
+    enter();
+    return check(reduce_scatter_in_pieces(data.data(), counts, rank_, out.data(), comm_, &scratch_,
+                                          piece_wait("reduce-scatter", data.size())),
+                 "MPI_Ireduce_scatter");
+  }
+  /// Enters collective `what` of `values`: started by `start` (an MPI call taking the request),
+  /// then waited for against the deadline.
+  template <typename Start>
+  Diagnostics collective(const char* what, size_t values, const char* call, Start&& start) {
+    enter();
     MPI_Request r = MPI_REQUEST_NULL;
-    if (Diagnostics d = check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier"); !d.empty()) return d;
-    return wait_collective(r, what, values);
-  }
-
-  /// Tells the group's first rank that this rank entered collective number `seq_`, then waits
-  /// for `r` against the deadline.
-  Diagnostics wait_collective(MPI_Request& r, const char* what, size_t values) {
-    ++seq_;
-    if (rank_ != 0) {
-      notes_.push_back({seq_, MPI_REQUEST_NULL});  // the buffer stays put until sent
-      MPI_Isend(&notes_.back().first, 1, MPI_INT64_T, 0, kArrivalTag, side_, &notes_.back().second);
-    }
-    // A member that times out gives the first rank another period to name the late ranks and
-    // abort; if the first rank stays silent, it is the one that has not arrived.
-    if (!wait(r, nullptr) && (rank_ == 0 || !wait(r, nullptr))) {
-      std::string late_ranks;
-      if (rank_ == 0) {
-        drain_arrivals();
-        for (int i = 1; i < size_; ++i)
-          if (arrived_[i] < seq_)
-            late_ranks += (late_ranks.empty() ? "" : ", ") + std::to_string(world_ranks_[i]);
-      }
-      late(std::string(what) + " #" + std::to_string(seq_) +
-           (values > 0 ? " of " + std::to_string(values) + " values" : std::string()) + " over " +
-           members() +
-           (rank_ == 0 ? ": rank(s) " + late_ranks + " have not arrived"
-                       : ": rank " + std::to_string(world_ranks_[0]) +
-                             " (the group's first) has not arrived"));
-    }
+    if (Diagnostics d = check(start(&r), call); !d.empty()) return d;
+    if (!wait(r, nullptr)) expired(describe(what, values), true);
     return {};
   }
+  std::string describe(const char* what, size_t values) const {
+    return std::string(what) + " #" + std::to_string(seq_) +
+           (values > 0 ? " of " + std::to_string(values) + " values" : std::string()) + " over " +
+           members();
+  }
 
-  /// Waits for `r` until the time-out; false when it expired.
+  /// Tells the group's first rank that this rank entered collective number `seq_`.
+  void enter() {
+    ++seq_;
+    if (rank_ == 0) return;
+    notes_.push_back({seq_, MPI_REQUEST_NULL});  // the buffer stays put until sent
+    MPI_Isend(&notes_.back().first, 1, MPI_INT64_T, 0, kArrivalTag, side_, &notes_.back().second);
+  }
+
+  /// Waits for `r` until the time-out, answering liveness pings; false when it expired.
   bool wait(MPI_Request& r, MPI_Status* status) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
@@ -332,6 +324,7 @@ class MpiGroup final : public ProcessGroup {
       MPI_Test(&r, &done, status ? status : MPI_STATUS_IGNORE);
       if (done) break;
       if (rank_ == 0) drain_arrivals();
+      if ((spins & 63) == 63) liveness_->answer();
       if ((spins & 1023) == 1023) {
         if (std::chrono::steady_clock::now() > deadline) return false;
         std::this_thread::yield();
@@ -365,17 +358,44 @@ class MpiGroup final : public ProcessGroup {
     for (int i = 0; i < size_; ++i) m += (i ? ", " : "") + std::to_string(world_ranks_[i]);
     return m + "}";
   }
-  /// Reports the expired wait on stderr in one write and aborts the job.
-  [[noreturn]] void late(const std::string& what) {
-    int world_rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    const std::string line = "error: rank " + std::to_string(world_rank) + ": waited " +
-                             format_seconds(timeout_s_) + " for " + what +
-                             " (hint: --timeout sets the limit)\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-    std::abort();
+  /// The wait for `what` expired: names the ranks that do not answer (pinging every rank of
+  /// the job) and, on the group's first rank in a collective, the members that have not
+  /// arrived; reports it on stderr in one write and aborts the job. One report: a rank that
+  /// finds a lower rank still answering leaves the report to it, unless that one stays silent
+  /// for another period (it may wait elsewhere).
+  [[noreturn]] void expired(const std::string& what, bool in_collective) {
+    const double grace = std::clamp(0.2 * timeout_s_, 0.5, 5.0);
+    const std::vector<int> silent = liveness_->silent_ranks(grace);
+    const int me = liveness_->world_rank();
+    int lowest = me;
+    for (int r = 0; r < me; ++r)
+      if (!std::binary_search(silent.begin(), silent.end(), r)) {
+        lowest = r;
+        break;
+      }
+    if (lowest != me) liveness_->linger(timeout_s_ + grace);
+    std::vector<int> absent;  // members that have not entered this collective
+    if (in_collective && rank_ == 0) {
+      drain_arrivals();
+      for (int i = 1; i < size_; ++i)
+        if (arrived_[i] < seq_) absent.push_back(world_ranks_[i]);
+    }
+    std::string why;
+    if (!silent.empty())
+      why = "rank(s) " + rank_list(silent) + " do not answer (stopped, or busy outside MPI)";
+    if (!absent.empty())
+      why += (why.empty() ? "" : "; ") + std::string("rank(s) ") + rank_list(absent) +
+             " have not arrived";
+    if (why.empty()) why = "every rank answers: the wait is longer than the time-out";
+    MpiLiveness::abort_job("error: rank " + std::to_string(me) + ": waited " +
+                               format_seconds(timeout_s_) + " for " + what + ": " + why +
+                               " (hint: --timeout sets the limit)\n",
+                           grace);
+  }
+  static std::string rank_list(const std::vector<int>& ranks) {
+    std::string s;
+    for (const int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+    return s;
   }
   static std::string format_seconds(double s) {
     char b[32];
@@ -392,7 +412,8 @@ class MpiGroup final : public ProcessGroup {
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (all) {
         if (!wait(it->request, nullptr))
-          late("rank " + std::to_string(world_ranks_[it->dest]) + " to receive a message");
+          expired("rank " + std::to_string(world_ranks_[it->dest]) + " to receive a message",
+                  false);
         it = pending_.erase(it);
         continue;
       }
@@ -412,6 +433,7 @@ class MpiGroup final : public ProcessGroup {
   static constexpr int kArrivalTag = 1;
   MPI_Comm comm_, side_ = MPI_COMM_NULL;
   double timeout_s_;
+  std::shared_ptr<MpiLiveness> liveness_;
   int local_size_ = 1;
   int rank_ = 0, size_ = 1;
   std::vector<float> scratch_;    // reduce-scatter pieces, staged
@@ -460,6 +482,7 @@ Result<std::unique_ptr<ProcessGroup>> make_mpi_world(double timeout_s) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    prefer_ring_all_reduce();
     const int rc = MPI_Init(nullptr, nullptr);
     if (rc != MPI_SUCCESS) return Diagnostic{"mpi", "MPI_Init failed: " + mpi_error(rc), ""};
     std::atexit(finalize_at_exit);
@@ -475,7 +498,8 @@ Result<std::unique_ptr<ProcessGroup>> make_mpi_world(double timeout_s) {
     MPI_Comm_size(node, &local_size);
     MPI_Comm_free(&node);
   }
-  return std::unique_ptr<ProcessGroup>(std::make_unique<MpiGroup>(comm, timeout_s, local_size));
+  return std::unique_ptr<ProcessGroup>(
+      std::make_unique<MpiGroup>(comm, timeout_s, std::make_shared<MpiLiveness>(), local_size));
 #else
   return Diagnostic{"mpi", "this build has no MPI", "install OpenMPI (libopenmpi-dev) and rebuild"};
 #endif

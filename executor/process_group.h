@@ -72,9 +72,12 @@ Result<RankGroups> split_groups(ProcessGroup& world, int tp, int cp, int pp);
 /// One process, no communication.
 std::unique_ptr<ProcessGroup> make_local_group();
 /// Every rank of an MPI job (initialises MPI when needed, finalises it at exit); fails when
-/// built without MPI. A collective or receive (of this group or of any group split from it)
-/// that has not completed after `timeout_s` seconds is reported on stderr, naming the ranks that
-/// have not arrived, and the job is aborted (exit code 3) instead of hanging.
+/// built without MPI. Every collective, receive and wait for sends (of this group or of any
+/// group split from it) is non-blocking and polled against a deadline: one that has not
+/// completed after `timeout_s` seconds is reported on stderr, naming the ranks of the job that
+/// do not answer (stopped, even by a signal in the middle of the collective, or busy outside
+/// MPI) and the members that have not arrived, and the job is aborted (exit code 3) within a
+/// few seconds more instead of hanging.
 Result<std::unique_ptr<ProcessGroup>> make_mpi_world(double timeout_s = 300);
 
 }  // namespace parallax::exec

@@ -24,6 +24,7 @@
 #include "core/rank_map.h"
 #include "core/units.h"
 #include "executor/checkpoint.h"
+#include "executor/checkpoint_retention.h"
 #include "executor/train_state.h"
 #include "executor/zero_units.h"
 #include "simulator/schedules/pipeline_schedule.h"
@@ -59,93 +60,6 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int world,
-                           const TokenSource* data) {
-  Diagnostics d;
-  if (data != nullptr && data->vocab() > shape.vocab)
-    d.push_back({"--data",
-                 "the data's vocabulary (" + std::to_string(data->vocab()) +
-                     ") is larger than the model's (" + std::to_string(shape.vocab) + ")",
-                 "byte-level text needs vocab >= 256"});
-  if (o.tp < 1 || o.pp < 1 || o.cp < 1 || o.vpp < 1 || world % (o.tp * o.pp * o.cp) != 0) {
-    d.push_back({"--tp",
-                 "tp=" + std::to_string(o.tp) + " times pp=" + std::to_string(o.pp) + " times cp=" +
-                     std::to_string(o.cp) + " must divide the " + std::to_string(world) + " ranks",
-                 "ranks = tp * cp * dp * pp"});
-    return d;
-  }
-  const int dp = world / (o.tp * o.pp * o.cp);
-  if (o.cp > 1 && o.seq % (2 * o.cp) != 0)
-    d.push_back({"--cp",
-                 "2 * cp = " + std::to_string(2 * o.cp) + " must divide the sequence length " +
-                     std::to_string(o.seq),
-                 "each context-parallel rank holds two equal chunks of every sequence"});
-  const int64_t stages = static_cast<int64_t>(o.pp) * o.vpp;
-  if (shape.layers % stages != 0)
-    d.push_back({o.vpp > 1 ? "--vpp" : "--pp",
-                 std::to_string(shape.layers) + " layers do not split evenly into pp * vpp = " +
-                     std::to_string(stages) + " stages",
-                 "a pp (and vpp) whose product divides the layers"});
-  if (o.schedule == ScheduleKind::kZeroBubbleH1)
-    d.push_back(
-        {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
-  if (o.ep < 1 || (dp * o.cp) % o.ep != 0)
-    d.push_back(
-        {"--ep",
-         "ep=" + std::to_string(o.ep) + " must divide dp * cp = " + std::to_string(dp * o.cp),
-         "expert-parallel ranks are data-parallel ranks that share the experts"});
-  else if (o.ep > 1 && (shape.moe.experts == 0 || shape.moe.experts % o.ep != 0))
-    d.push_back({"--ep",
-                 "ep=" + std::to_string(o.ep) + " must divide the experts (" +
-                     std::to_string(shape.moe.experts) + ")",
-                 shape.moe.experts == 0 ? "expert parallelism needs a MoE model" : ""});
-  if (o.shard_gradients && !o.shard_optimizer)
-    d.push_back({"--zero", "sharded gradients need the sharded optimizer", ""});
-  if (o.shard_gradients && shape.tied_embeddings && o.pp > 1)
-    d.push_back({"--zero",
-                 "ZeRO-2/3 with a tied embedding split across pipeline stages is not executed yet",
-                 "--zero 1, or an untied model"});
-  if (o.etp != 1 && o.etp != o.tp)
-    d.push_back({"--etp",
-                 "etp=" + std::to_string(o.etp) + " must be 1 or tp=" + std::to_string(o.tp),
-                 "each expert whole on every tp rank (1) or split over the tp ranks (tp)"});
-  else if (o.etp > 1 && (shape.moe.experts == 0 || shape.moe.expert_ffn_hidden % o.etp != 0))
-    d.push_back({"--etp",
-                 "etp=" + std::to_string(o.etp) + " splits the experts: it needs a MoE model " +
-                     "whose expert width (" + std::to_string(shape.moe.expert_ffn_hidden) +
-                     ") it divides",
-                 "--etp 1"});
-  if (o.vpp > 1 && o.pp == 1)
-    d.push_back({"--vpp", "interleaving needs a pipeline (pp > 1)", "--vpp 1"});
-  if (shape.kv_heads % o.tp != 0 || shape.ffn_hidden % o.tp != 0)
-    d.push_back({"--tp",
-                 "tp=" + std::to_string(o.tp) +
-                     " must divide kv_heads=" + std::to_string(shape.kv_heads) +
-                     " and ffn_hidden=" + std::to_string(shape.ffn_hidden),
-                 "each tensor-parallel rank holds whole KV heads and an equal MLP share"});
-  if (o.sequence_parallel && o.tp > 1) {
-    if (o.cp >= 1 && o.seq % o.cp == 0 && (o.micro_batch * (o.seq / o.cp)) % o.tp != 0)
-      d.push_back({"--sp",
-                   "tp=" + std::to_string(o.tp) + " must divide a microbatch's " +
-                       std::to_string(o.micro_batch * (o.seq / o.cp)) +
-                       " tokens per rank (mbs * seq / cp)",
-                   "a --seq or --mbs that tp divides"});
-  }
-  if (o.steps < 1)
-    d.push_back({"--steps", "must be at least 1, got " + std::to_string(o.steps), ""});
-  if (o.seq < 1) d.push_back({"--seq", "must be at least 1, got " + std::to_string(o.seq), ""});
-  if (o.micro_batch < 1)
-    d.push_back({"--mbs", "must be at least 1, got " + std::to_string(o.micro_batch), ""});
-  if (o.global_batch < 1 ||
-      o.global_batch % (static_cast<int64_t>(dp) * std::max<int64_t>(1, o.micro_batch)) != 0)
-    d.push_back({"--gbs",
-                 "global batch " + std::to_string(o.global_batch) +
-                     " must be a positive multiple of dp * mbs = " + std::to_string(dp) + " * " +
-                     std::to_string(o.micro_batch),
-                 "every rank runs whole microbatches"});
-  return d;
-}
-
 ParallelPlan as_executed(ParallelPlan plan) {
   plan.precision = Precision::kFp32;
   plan.overlap_grad_reduce = false;
@@ -178,15 +92,35 @@ int pipeline_tag(int64_t mb, int vs, int stages, int dir) {
 
 /// Fault injection for the fault tests: PARALLAX_FAULT=<what>:<where>:<step>:<rank> makes that
 /// rank, at the start of that step ("step") or of its part of that step's checkpoint ("save"),
-/// SIGKILL itself ("kill", as a crashed node stops) or stop answering ("hang", as a stuck one).
-void inject_fault(const char* where, int64_t step, int rank) {
+/// SIGKILL itself ("kill", as a crashed node stops), stop answering ("hang", as a stuck one) or
+/// (at "step" only) find its part of the gradient's squared norm NaN ("nan", as an overflowed
+/// gradient would make it): whether `what` is asked for here.
+bool fault_is(const char* what, const char* where, int64_t step, int rank) {
   static const char* spec = std::getenv("PARALLAX_FAULT");
-  if (spec == nullptr) return;
-  const std::string at =
-      std::string(":") + where + ":" + std::to_string(step) + ":" + std::to_string(rank);
-  if ("kill" + at == spec) std::raise(SIGKILL);
-  if ("hang" + at == spec)
+  return spec != nullptr && std::string(what) + ":" + where + ":" + std::to_string(step) + ":" +
+                                    std::to_string(rank) ==
+                                spec;
+}
+void inject_fault(const char* where, int64_t step, int rank) {
+  if (fault_is("kill", where, step, rank)) std::raise(SIGKILL);
+  if (fault_is("hang", where, step, rank))
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+/// The first of the step's loss and gradient norm (each a sum over the job) that is not finite,
+/// as every rank of `group` agrees: one rank's verdict suffices to stop them all.
+std::optional<NonFinite> non_finite(ProcessGroup& group, int64_t step, double loss, double norm) {
+  std::optional<NonFinite> bad;
+  if (!std::isfinite(loss))
+    bad = NonFinite{step, "loss", loss};
+  else if (!std::isfinite(norm))
+    bad = NonFinite{step, "gradient norm", norm};
+  if (group.max(bad ? 1.0 : 0.0) == 0) return std::nullopt;
+  // A rank that saw finite values stops with its peers, reporting what they saw.
+  if (!bad)
+    bad = NonFinite{step, "loss or gradient norm (on another rank)",
+                    std::numeric_limits<double>::quiet_NaN()};
+  return bad;
 }
 
 }  // namespace
@@ -532,6 +466,10 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       double ok = written;
       if (Diagnostics e = group.all_reduce_sum(std::span<double>(&ok, 1)); !e.empty()) return e;
       if (!d.empty()) return d;
+      // Committed: now the oldest beyond keep_last may go (a failure to delete is a note).
+      CheckpointCleanup gone = remove_old_checkpoints(o.checkpoint_dir, o.keep_last, step);
+      result.removed.insert(result.removed.end(), gone.steps.begin(), gone.steps.end());
+      result.notes.insert(result.notes.end(), gone.notes.begin(), gone.notes.end());
     } else {
       double ok = 0;
       if (Diagnostics e = group.all_reduce_sum(std::span<double>(&ok, 1)); !e.empty()) return e;
@@ -725,8 +663,16 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
       const OpScope timed(OpKind::kOptimizer, false);
       for (const auto& [a, b] : counted) sq += squared_norm(g.subspan(a, b - a));
     }
+    if (fault_is("nan", "step", step, group.rank())) sq = std::numeric_limits<double>::quiet_NaN();
     if (Diagnostics d = group.all_reduce_sum(std::span<double>(&sq, 1)); !d.empty()) return d;
     const double norm = std::sqrt(sq);
+    // Stop before the update, so the weights stay those of the last good step; a pending
+    // asynchronous save holds that state and still completes.
+    if (auto stop = non_finite(group, step, loss / step_tokens, norm)) {
+      result.stopped = stop;
+      if (Diagnostics d = finish_pending(); !d.empty()) return d;
+      break;
+    }
     {
       const OpScope timed(OpKind::kOptimizer, false);
       if (o.shard_parameters) {

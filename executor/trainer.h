@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ struct TrainOptions {
   std::string checkpoint_dir;
   int64_t save_every = 0;
   bool resume = false;
+  /// After each checkpoint completes, rank 0 deletes the oldest complete checkpoints beyond the
+  /// newest `keep_last` (by step), never the one just written (executor/checkpoint_retention.h);
+  /// 0 keeps them all.
+  int64_t keep_last = 0;
   /// Write the shards on a thread that overlaps the next step (the state is copied first); the
   /// step's checkpoint completes (manifest) at the end of that next step.
   bool async_save = false;
@@ -80,11 +85,24 @@ struct StepRecord {
   int slowest_rank = 0;
 };
 
+/// The first step whose loss or gradient norm was not finite (NaN or infinite).
+struct NonFinite {
+  int64_t step = 0;
+  std::string quantity;  ///< "loss" or "gradient norm"
+  double value = 0;
+};
+
 struct TrainResult {
   std::vector<StepRecord> steps;  ///< the steps this run executed (after a resume, from there)
-  int64_t resumed_from = 0;       ///< the checkpoint's step, 0 when starting fresh
-  std::vector<int64_t> saved;     ///< steps checkpointed
-  double save_time_s = 0;         ///< time spent saving, not counted in step times
+  /// Set when training stopped early at a non-finite loss or gradient norm, before that step's
+  /// update (every rank at the same step): a failed run, whose steps before it are in `steps`
+  /// and whose checkpoints before it are complete and finite.
+  std::optional<NonFinite> stopped;
+  std::vector<int64_t> removed;    ///< steps of older checkpoints deleted (TrainOptions::keep_last)
+  std::vector<std::string> notes;  ///< rank 0: what could not be deleted, and why
+  int64_t resumed_from = 0;        ///< the checkpoint's step, 0 when starting fresh
+  std::vector<int64_t> saved;      ///< steps checkpointed
+  double save_time_s = 0;          ///< time spent saving, not counted in step times
   int64_t params = 0;
   double median_step_time_s = 0;  ///< over the steps after the first (warm-up)
   /// The step after the first whose time is closest to the median (its `ops` describe a typical
@@ -103,13 +121,18 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& options,
 
 /// Validates the options against the group (tp dividing the group size, kv_heads and ffn_hidden;
 /// gbs divisible by dp * micro_batch, ...), then trains.
-/// `on_step` (may be empty) sees each step as it ends, on every rank.
+/// `on_step` (may be empty) sees each step as it ends, on every rank. Every step checks the
+/// loss and gradient norm (sums over the job, agreed by every rank) before the update; at the
+/// first that is not finite the run stops with TrainResult::stopped set. A checkpoint whose
+/// state holds a non-finite value is never completed (an error).
 Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, const TrainOptions& opt,
                           ProcessGroup& group,
                           const std::function<void(const StepRecord&)>& on_step = {});
 
 /// The same loop on one GPU (executor/cuda): the CPU trainer's data order, loss and step
-/// records, one rank, no parallelism, ZeRO or checkpoints yet (refused with the reason). Peak
+/// records, one rank, no parallelism, ZeRO or checkpoints yet (refused with the reason). It
+/// stops at the first non-finite loss or gradient norm too (TrainResult::stopped), after that
+/// step's update: the device step applies it. Peak
 /// memory is the device memory the trainer allocated. Fails with a diagnostic in a build
 /// without CUDA or on a machine without a GPU.
 Result<TrainResult> train_on_gpu(const ModelShape& shape, const TokenSource& data,

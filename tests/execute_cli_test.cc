@@ -407,25 +407,6 @@ TEST(ExecuteCli, CudaBackendMatchesTheCpuOrSaysWhyNot) {
   EXPECT_TRUE(Has(tp, "the CUDA backend runs one GPU")) << tp;
 }
 
-// A rank that stops answering does not hang the job: after --timeout the group's first rank
-// names it (or, when the first rank is the stuck one, the others name it) and the job ends.
-TEST(ExecuteCli, AStuckRankIsNamedInsteadOfHanging) {
-  if (!HaveMpirun()) GTEST_SKIP() << "no mpirun";
-  ScratchDir dir;
-  const std::string args = "execute --model " + Quote(tiny_model(dir)) +
-                           " --gbs 4 --seq 32 --steps 4 --gpus 2 --pp 2 --timeout 2";
-  const CliRun probe = mpirun2(args + " --steps 1", Streams::kBoth);
-  if (probe.exit_code != 0 && Has(probe, "this build has no MPI"))
-    GTEST_SKIP() << "built without MPI";
-  CliRun r = MpiParallax(2, args, Streams::kBoth, "PARALLAX_FAULT=hang:step:2:1 ");
-  EXPECT_NE(r.exit_code, 0) << r;
-  EXPECT_TRUE(Has(r, "error: rank 0: waited 2 s for barrier")) << r;
-  EXPECT_TRUE(Has(r, "rank(s) 1 have not arrived")) << r;
-  r = MpiParallax(2, args, Streams::kBoth, "PARALLAX_FAULT=hang:step:2:0 ");
-  EXPECT_NE(r.exit_code, 0) << r;
-  EXPECT_TRUE(Has(r, "rank 0 (the group's first) has not arrived")) << r;
-}
-
 // --mode generate: greedy decoding of a trained checkpoint gives the same text on one rank, under
 // tp2 and under pp2; times are reported.
 TEST(ExecuteCli, GeneratesTheSameTextUnderTensorAndPipelineParallelism) {

@@ -186,17 +186,25 @@ int MpiCommunicator::run(CollectiveOp op, MPI_Comm group, int index, int group_s
       // In place, as training reduces its gradients and activations (the executor's
       // ProcessGroup, and NCCL under Megatron and DDP); Open MPI's in-place all-reduce is up to
       // 20% slower than out-of-place on shared memory. In the executor's pieces.
-      return exec::all_reduce_in_pieces(recv_.data(), total, MPI_FLOAT, 4, group);
-    case CollectiveOp::kAllGather:
-      return MPI_Allgather(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank, MPI_FLOAT,
-                           group);
+      // Non-blocking calls waited for, as the executor's (which polls its waits).
+      return exec::all_reduce_in_pieces(recv_.data(), total, MPI_FLOAT, 4, group,
+                                        exec::wait_blocking);
+    case CollectiveOp::kAllGather: {
+      MPI_Request r = MPI_REQUEST_NULL;
+      const int rc = MPI_Iallgather(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank,
+                                    MPI_FLOAT, group, &r);
+      return rc == MPI_SUCCESS ? exec::wait_blocking(r) : rc;
+    }
     case CollectiveOp::kReduceScatter:
       return exec::reduce_scatter_in_pieces(
           send_.data(), std::vector<int64_t>(static_cast<size_t>(group_size), per_rank), index,
-          recv_.data(), group, &scratch_);
-    case CollectiveOp::kAllToAll:
-      return MPI_Alltoall(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank, MPI_FLOAT,
-                          group);
+          recv_.data(), group, &scratch_, exec::wait_blocking);
+    case CollectiveOp::kAllToAll: {
+      MPI_Request r = MPI_REQUEST_NULL;
+      const int rc = MPI_Ialltoall(send_.data(), per_rank, MPI_FLOAT, recv_.data(), per_rank,
+                                   MPI_FLOAT, group, &r);
+      return rc == MPI_SUCCESS ? exec::wait_blocking(r) : rc;
+    }
     case CollectiveOp::kSendRecv: {
       // Pairs 2i <-> 2i+1 exchange one message each way at once; an odd last rank idles.
       const int peer = index ^ 1;
@@ -277,6 +285,7 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator(int* argc, char*** a
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    exec::prefer_ring_all_reduce();  // as the executor runs its all-reduces
     const int rc = MPI_Init(argc, argv);
     if (rc != MPI_SUCCESS) return Diagnostic{"mpi", "MPI_Init failed: " + mpi_error_text(rc), ""};
     // We started MPI, so we end it; at exit rather than in the destructor, because MPI cannot be
