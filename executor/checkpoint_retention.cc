@@ -7,7 +7,9 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
+#include "core/json_read.h"
 #include "executor/checkpoint.h"
 
 namespace parallax::exec {
@@ -29,17 +31,25 @@ bool is_shard_name(std::string_view s) {
 /// nothing, with the reason in `why`.
 std::optional<std::vector<std::string>> listed_shards(const fs::path& manifest, std::string* why) {
   std::ifstream in(manifest);
-  const nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!m.is_object() || m.value("format", std::string()) != kCheckpointFormat ||
-      !m.contains("shards") || !m["shards"].is_array()) {
+  std::ostringstream text;
+  text << in.rdbuf();
+  // Through the one parsing layer: a damaged manifest is no manifest, never an exception.
+  const auto parsed = parse_json(text.str(), manifest.string());
+  const Json m = parsed ? parsed.value() : Json();
+  auto text_of = [](const Json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>()
+                                                                     : std::string();
+  };
+  if (!m.is_object() || text_of(m, "format") != kCheckpointFormat || !m.contains("shards") ||
+      !m["shards"].is_array()) {
     *why = std::string("its manifest is not a ") + kCheckpointFormat + " manifest";
     return std::nullopt;
   }
   std::vector<std::string> files;
   for (const auto& s : m["shards"]) {
-    const std::string file = s.is_object() ? s.value("file", std::string()) : std::string();
+    const std::string file = text_of(s, "file");
     if (!is_shard_name(file)) {
-      *why = "its manifest lists '" + file + "', not a shard file name";
+      *why = "its manifest lists '" + text_excerpt(file, 60) + "', not a shard file name";
       return std::nullopt;
     }
     files.push_back(file);

@@ -86,6 +86,21 @@ TEST_F(CheckpointRetentionTest, DeletesOnlyWhatTheCheckpointWrote) {
   EXPECT_TRUE(fs::exists(dir_ + "/README"));
 }
 
+TEST_F(CheckpointRetentionTest, ADamagedManifestIsNoManifestNeverAnException) {
+  for (const int64_t s : {1, 2, 3, 4}) save(s);
+  // A format of the wrong type, a shard entry of the wrong type, nesting past the bound.
+  std::ofstream(step_directory(dir_, 1) + "/manifest.json") << R"({"format": 3, "shards": []})";
+  std::ofstream(step_directory(dir_, 2) + "/manifest.json")
+      << R"({"format": "parallax-checkpoint/1", "shards": [{"file": 7}]})";
+  std::ofstream(step_directory(dir_, 3) + "/manifest.json")
+      << std::string(100000, '[') + std::string(100000, ']');
+  const CheckpointCleanup c = remove_old_checkpoints(dir_, 1, 4);
+  EXPECT_TRUE(c.steps.empty());
+  ASSERT_EQ(c.notes.size(), 3u);
+  for (const auto& n : c.notes) EXPECT_NE(n.find("not deleted"), std::string::npos) << n;
+  EXPECT_TRUE(fs::exists(step_directory(dir_, 1) + "/shard-00000.bin"));
+}
+
 TEST_F(CheckpointRetentionTest, StaleTemporariesOfInterruptedWritesAreRemoved) {
   save(2);
   const std::string sdir = step_directory(dir_, 4);  // a save killed midway

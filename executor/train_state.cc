@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/json_read.h"
+
 namespace parallax::exec {
 namespace {
 
@@ -80,9 +82,11 @@ nlohmann::json checkpoint_model(const ModelShape& shape) {
 }
 
 Diagnostics check_checkpoint_model(const Checkpoint& ckpt, const ModelShape& shape) {
-  const nlohmann::json held = ckpt.meta().value("model", nlohmann::json());
+  const nlohmann::json& meta = ckpt.meta();
+  const nlohmann::json held =
+      meta.is_object() && meta.contains("model") ? meta["model"] : nlohmann::json();
   if (held == checkpoint_model(shape)) return {};
-  return {Diagnostic{ckpt.path(), "the checkpoint holds another model: " + held.dump(),
+  return {Diagnostic{ckpt.path(), "the checkpoint holds another model: " + json_excerpt(held, 200),
                      "use the model that wrote it"}};
 }
 

@@ -21,6 +21,7 @@
 #include <Eigen/Core>
 #include <string>
 
+#include "core/json_read.h"
 #include "core/rank_map.h"
 #include "core/units.h"
 #include "executor/checkpoint.h"
@@ -372,9 +373,12 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     if (!ckpt) return ckpt.errors();
     const nlohmann::json& meta = ckpt->meta();
     if (Diagnostics d = check_checkpoint_model(*ckpt, shape); !d.empty()) return d;
-    if (meta.value("data", std::string()) != o.data_name)
+    const std::string data = meta.contains("data") && meta["data"].is_string()
+                                 ? meta["data"].get<std::string>()
+                                 : std::string("(not recorded)");
+    if (data != o.data_name)
       return Diagnostic{ckpt->path(),
-                        "the checkpoint was trained on " + meta.value("data", std::string()) +
+                        "the checkpoint was trained on " + text_excerpt(data, 200) +
                             ", this run reads " + o.data_name,
                         "resume with the same --data"};
     // The whole parameters, or (ZeRO-3) this rank's slice of them, and its slice of the
