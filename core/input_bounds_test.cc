@@ -125,5 +125,32 @@ TEST(InputBounds, RecordMfuAboveOneIsRefused) {
   EXPECT_TRUE(measured_run_from_json(j, "v.jsonl:1:").ok());
 }
 
+TEST(InputBounds, RecordStackAndSweepAreReadAndTheStackChoosesTheKernels) {
+  Json j = Record();
+  j["stack"] = {{"framework", "torchtitan"}, {"version", "v0.2.2"}, {"kernels", nullptr}};
+  j["sweep"] = "tt-8b";
+  j["source_locator"] = "Table 3, row 2";
+  j["pipeline_split"] = {{"first_stage_layers", 3}, {"embedding_as_layer", true}};
+  auto r = measured_run_from_json(j, "v.jsonl:1:");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r->stack.framework, "torchtitan");
+  EXPECT_EQ(r->sweep, "tt-8b");
+  ASSERT_TRUE(r->pipeline_split.has_value());
+  EXPECT_EQ(r->pipeline_split->first_stage_layers, 3);
+  // Not sharded with FSDP, but the stack says TorchTitan: PyTorch's kernels, no dropout.
+  EXPECT_TRUE(uses_pytorch_stack(r.value()));
+  EXPECT_EQ(to_plan(r.value()).attention, AttentionImpl::kFlash2);
+  EXPECT_EQ(to_model(r.value()).dropout, 0.0);
+  // Megatron-LM with FSDP sharding still runs Megatron's kernels.
+  j["stack"] = {{"framework", "megatron-lm"}};
+  j["parallel"] = {{"fsdp", true}};
+  auto m = measured_run_from_json(j, "v.jsonl:1:");
+  ASSERT_TRUE(m.ok()) << m.error_text();
+  EXPECT_FALSE(uses_pytorch_stack(m.value()));
+  j["stack"] = {{"framework", "jax"}};
+  auto bad = measured_run_from_json(j, "v.jsonl:1:");
+  EXPECT_TRUE(mentions(bad, "v.jsonl:1:/stack/framework")) << bad.error_text();
+}
+
 }  // namespace
 }  // namespace parallax

@@ -20,20 +20,63 @@ std::optional<double> opt_num(JsonFields& f, const char* key) {
   return f.number(key);
 }
 
+RecordStack read_stack(const Json& j, const std::string& where, Diagnostics* d) {
+  JsonFields f(j, where, d);
+  f.reject_unknown({"framework", "version", "kernels", "notes"});
+  RecordStack s;
+  s.framework = f.string("framework", "");
+  s.version = f.string("version", "");
+  s.kernels = f.string("kernels", "");
+  s.notes = f.string("notes", "");
+  const std::string known = std::string(", ") + kRecordFrameworks + ", ";
+  if (!s.framework.empty() && known.find(", " + s.framework + ", ") == std::string::npos)
+    d->push_back({f.path("framework"), "unknown framework '" + text_excerpt(s.framework, 40) + "'",
+                  std::string("valid: ") + kRecordFrameworks});
+  return s;
+}
+
+PipelineSplit read_pipeline_split(const Json& j, const std::string& where, Diagnostics* d) {
+  JsonFields f(j, where, d);
+  f.reject_unknown(
+      {"first_stage_layers", "last_stage_layers", "embedding_as_layer", "loss_as_layer", "layout"});
+  PipelineSplit s;
+  for (const auto& [key, target] : {std::pair{"first_stage_layers", &s.first_stage_layers},
+                                    {"last_stage_layers", &s.last_stage_layers}})
+    if (f.has(key))
+      *target = static_cast<int>(f.integer_in(key, 0, 2048, "layers of one pipeline stage"));
+  if (f.has("embedding_as_layer")) s.embedding_as_layer = f.boolean("embedding_as_layer");
+  if (f.has("loss_as_layer")) s.loss_as_layer = f.boolean("loss_as_layer");
+  s.layout = f.string("layout", "");
+  return s;
+}
+
 }  // namespace
+
+std::optional<bool> RecordStack::pytorch_native() const {
+  if (framework == "torchtitan" || framework == "fsdp") return true;
+  if (framework == "megatron-lm" || framework == "nemo" || framework == "megatron-deepspeed")
+    return false;
+  return std::nullopt;
+}
 
 Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where) {
   Diagnostics d;
   JsonFields f(j, where, &d);
   // Every key of validation/SCHEMA.md; another is a typo (a "measurd" block would otherwise
   // leave the record without its measurement, silently).
-  f.reject_unknown({"id", "source", "source_url", "model", "seq_len", "cluster", "parallel",
-                    "batch", "recompute", "precision", "measured", "unknown", "notes"});
+  f.reject_unknown({"id", "source", "source_url", "source_locator", "sweep", "stack",
+                    "pipeline_split", "model", "seq_len", "cluster", "parallel", "batch",
+                    "recompute", "precision", "measured", "unknown", "notes"});
   MeasuredRun r;
   r.where = where;
   r.id = f.name("id");
   r.source = f.string("source", "");
   r.source_url = f.string("source_url", "");
+  r.source_locator = f.string("source_locator", "");
+  r.sweep = f.string("sweep", "");
+  if (const Json* s = f.object("stack")) r.stack = read_stack(*s, where + "/stack", &d);
+  if (const Json* s = f.object("pipeline_split"))
+    r.pipeline_split = read_pipeline_split(*s, where + "/pipeline_split", &d);
   if (const Json* m = f.object("model")) {
     auto mr = model_from_json(*m, where + "/model");
     r.dropout_given = m->is_object() && m->contains("dropout");
@@ -150,6 +193,10 @@ std::optional<double> arxiv_number(const std::string& url) {
   return std::nullopt;
 }
 
+bool uses_pytorch_stack(const MeasuredRun& r) {
+  return r.stack.pytorch_native().value_or(r.fsdp.value_or(false));
+}
+
 ParallelPlan to_plan(const MeasuredRun& r) {
   ParallelPlan p;
   p.tp = r.tp;
@@ -167,6 +214,7 @@ ParallelPlan to_plan(const MeasuredRun& r) {
   p.recompute = r.recompute.value_or(Recompute::kNone);
   p.fsdp = r.fsdp.value_or(false);
   p.zero_stage = r.distributed_optimizer.value_or(false) ? 1 : 0;
+  const bool pytorch_stack = uses_pytorch_stack(r);
   p.precision = r.precision;
   // FlashAttention (Dao et al., arXiv 2205.14135, May 2022) was the first fused attention kernel
   // frameworks adopted; a run published before it computed the s x s scores.
@@ -175,8 +223,8 @@ ParallelPlan to_plan(const MeasuredRun& r) {
     p.attention = AttentionImpl::kUnfused;
   // Megatron-LM's --scatter-gather-tensors-in-pipeline (on by default): without SP each TP rank
   // sends its 1/tp share of the stage's output. PyTorch's pipelining sends whole tensors.
-  p.pp_scatter_gather = !p.fsdp;
-  if (p.fsdp) {
+  p.pp_scatter_gather = !pytorch_stack;
+  if (pytorch_stack) {
     // PyTorch FSDP: PyTorch's own stack (TorchTitan), as kFillRule says.
     p.attention = AttentionImpl::kFlash2;
     if (p.recompute == Recompute::kSelective) p.recompute = Recompute::kSelectiveOp;
@@ -197,7 +245,7 @@ ModelSpec to_model(const MeasuredRun& r) {
   ModelSpec m = r.model;
   // Megatron-LM's --attention-dropout and --hidden-dropout default to 0.1; TorchTitan (PyTorch
   // FSDP, as kFillRule reads the stack) builds Llama without dropout.
-  if (!r.dropout_given) m.dropout = r.fsdp.value_or(false) ? 0.0 : 0.1;
+  if (!r.dropout_given) m.dropout = uses_pytorch_stack(r) ? 0.0 : 0.1;
   return m;
 }
 

@@ -14,8 +14,36 @@ namespace parallax {
 enum class FlopsBasis { kModel, kHardware };
 enum class AttentionCounting { kFull, kCausal };
 
+/// The software stack a record ran, as its source names it (SCHEMA.md "stack").
+struct RecordStack {
+  /// megatron-lm, nemo, megatron-deepspeed, torchtitan, fsdp, deepspeed, maxtext, nanotron,
+  /// picotron, colossalai or other; empty when the record does not say.
+  std::string framework;
+  std::string version, kernels, notes;
+  /// Whether the framework runs PyTorch's own stack (SDPA, eager or compiled PyTorch ops,
+  /// per-op checkpointing) rather than Megatron's fused kernels; nullopt for a framework whose
+  /// kernels are not modelled yet (the fill rule then reads the stack from the sharding).
+  std::optional<bool> pytorch_native() const;
+};
+
+/// How a record's pipeline stages were split when the source says it (SCHEMA.md).
+struct PipelineSplit {
+  std::optional<int> first_stage_layers, last_stage_layers;
+  std::optional<bool> embedding_as_layer, loss_as_layer;
+  std::string layout;
+};
+
+/// The frameworks a record may name, for messages.
+inline constexpr const char* kRecordFrameworks =
+    "megatron-lm, nemo, megatron-deepspeed, torchtitan, fsdp, deepspeed, maxtext, nanotron, "
+    "picotron, colossalai, other";
+
 struct MeasuredRun {
   std::string id, source, source_url;
+  std::string source_locator;  ///< the table, row or file the numbers came from
+  std::string sweep;           ///< shared by the records of one published sweep
+  RecordStack stack;
+  std::optional<PipelineSplit> pipeline_split;
   std::string where;  ///< where the record was read ("runs.jsonl:12:"), for diagnostics
   ModelSpec model;
   bool dropout_given = false;  ///< the model names its dropout (not a SCHEMA.md field)
@@ -47,8 +75,11 @@ inline constexpr const char* kFillRule =
     "over the TP ranks and all-gathered on arrival (Megatron-LM's scatter/gather default), "
     "except in runs published on arXiv before FlashAttention "
     "(arXiv 2205.14135), when no framework had a fused kernel: unfused attention (batched QK^T "
-    "and PV GEMMs around a softmax over the s x s scores); and in runs sharded with PyTorch FSDP "
-    "(fsdp=true), which ran PyTorch's own stack (TorchTitan): attention through SDPA "
+    "and PV GEMMs around a softmax over the s x s scores); and in runs on PyTorch's own stack: "
+    "those whose stack names torchtitan or fsdp, or, when the stack is not given or is one whose "
+    "kernels are not modelled yet, those sharded with PyTorch FSDP (fsdp=true); Megatron-LM, "
+    "NeMo and Megatron-DeepSpeed runs take Megatron's stack whatever their sharding. PyTorch's "
+    "stack (TorchTitan): attention through SDPA "
     "(FlashAttention-2), 'selective' as per-op selective checkpointing, elementwise ops as "
     "PyTorch eager runs them (TorchTitan's default, compile off) except in fp8 runs (torchao "
     "Float8 runs under torch.compile), context-parallel K and V all-gathered (its default "
@@ -61,6 +92,11 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
 /// The arXiv identifier of a source address (".../abs/2104.04473", ".../pdf/2205.05198v2") as
 /// YYMM.NNNNN, which orders by submission; nullopt when the address is not an arXiv paper.
 std::optional<double> arxiv_number(const std::string& url);
+
+/// Whether a record ran PyTorch's own stack: as its "stack" names it (TorchTitan, plain FSDP)
+/// or, where the record names none or one whose kernels are not modelled, as its sharding says
+/// (fsdp=true), per kFillRule.
+bool uses_pytorch_stack(const MeasuredRun& r);
 
 /// The plan the simulator runs for a record, unknown fields filled by kFillRule.
 ParallelPlan to_plan(const MeasuredRun& r);
