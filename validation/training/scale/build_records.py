@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""Rebuild records.jsonl for /work/corpus/scale-deepspeed/.
+
+All numbers below were transcribed by hand from the stored text named in each
+record's source_locator (markdown tables in git repositories, and paper text read
+through stored transcriptions).  No source here is a CSV/JSON/log file, so this
+script carries the transcribed values itself rather than parsing a local copy.
+Run:  python3 build_records.py  (writes records.jsonl next to this file)
+"""
+import json
+import os
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "records.jsonl")
+R = []
+
+SCHEMA_KEYS = ["id", "source", "source_url", "model", "seq_len", "cluster", "parallel", "batch",
+               "recompute", "precision", "measured", "unknown", "notes", "stack", "sweep",
+               "pipeline_split", "source_locator"]
+
+
+def model(name, layers, hidden, heads, kv_heads, head_dim, ffn_hidden, ffn_act, vocab, tied, moe=None, mla=None):
+    return {"name": name, "layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv_heads,
+            "head_dim": head_dim, "ffn_hidden": ffn_hidden, "ffn_act": ffn_act, "vocab": vocab,
+            "tied_embeddings": tied, "moe": moe, "mla": mla}
+
+
+def par(tp=1, pp=1, dp=1, cp=1, ep=1, etp=1, vpp=None, sp=False, fsdp=False, dopt=None):
+    if pp == 1 and vpp is None:
+        vpp = 1  # no pipeline -> no virtual stages
+    return {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp, "vpp": vpp,
+            "sequence_parallel": sp, "fsdp": fsdp, "distributed_optimizer": dopt}
+
+
+def meas(tflops=None, basis=None, mfu=None, tok=None, step=None, attn=None):
+    return {"tflops_per_gpu": tflops, "flops_basis": basis, "mfu": mfu,
+            "tokens_per_s_per_gpu": tok, "step_time_s": step, "attention_flops": attn}
+
+
+def add(**kw):
+    for k in SCHEMA_KEYS:
+        assert k in kw, (kw.get("id"), k)
+    assert kw["cluster"]["gpu"] in {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb", "h100-sxm-96gb-500w",
+                                    "h800-sxm-80gb", "h200-sxm-141gb"}
+    R.append({k: kw[k] for k in SCHEMA_KEYS})
+
+
+# ---------------------------------------------------------------------------
+# 1. InternEvo (InternLM) doc/en/train_performance.md -- InternLM-7B on A100-SXM4-80GB
+# ---------------------------------------------------------------------------
+IEVO_URL = "https://github.com/InternLM/InternEvo/blob/c628a8c87411258e90c50f6a49f6a5e1f507ddb8/doc/en/train_performance.md"
+IEVO_SRC = "InternLM/InternEvo doc/en/train_performance.md (Training Performance)"
+IEVO_MODEL = model("InternLM-7B", 32, 4096, 32, 32, 128, 11008, "swiglu", 103168, False)
+IEVO_ARCH = ("arch: configs/7B_sft.py (SEQ_LEN 2048, HIDDEN_SIZE 4096, NUM_ATTENTION_HEAD 32, MLP_RATIO 8/3, NUM_LAYER 32, "
+             "VOCAB_SIZE 103168); ffn_hidden 11008 = int(4096*8/3) rounded up to multiple_of=256 (internlm/model/modules/mlp.py); "
+             "MHA (no KV-head option in the 7B config); untied: InternEvo's InternLM model has separate embedding and head modules")
+IEVO_HW = ("hardware per doc: nvidia_a100-sxm4-80gb, 2TB host memory, inter-machine 4 x 100Gb RoCE, 128-core Xeon; "
+           "8 GPUs per node per the doc's zero1=8 'within 8 GPUs in a single node'")
+IEVO_STACK_V = "InternEvo (InternLM) doc rev 34fc28d760282c11a2aba552d5b21ffefed3e188 (2024-01-25); tests ran on v0.2.x (memory section cites tag v0.2.1dev20231121)"
+GPUS = [8, 16, 32, 64, 128, 256, 512, 1024]
+TGS = {
+    (1, -1): [4062, 3842, 3752, 3690, 3571, 3209, 2861, 2271],
+    (1, 8): [4078, 3939, 3919, 3944, 3928, 3920, 3835, 3625],
+    (2, -1): [3822, 3595, 3475, 3438, 3308, 3094, 2992, 2785],
+    (2, 4): [3761, 3658, 3655, 3650, 3651, 3653, 3589, 3486],
+}
+ROWLINE = {(1, -1): 37, (1, 8): 38, (2, -1): 39, (2, 4): 40}
+for (tp, z1), vals in TGS.items():
+    mbsz = 2 if tp == 1 else 4
+    for g, v in zip(GPUS, vals):
+        dp = g // tp
+        zdesc = "all data-parallel ranks (zero1=-1, like DeepSpeed ZeRO-1)" if z1 == -1 else f"groups of {z1} GPUs inside a node (zero1={z1})"
+        add(id=f"ievo-7b-tgs-tp{tp}-z{'all' if z1 == -1 else z1}-{g}",
+            source=IEVO_SRC + ", Throughput Measurement table",
+            source_url=IEVO_URL,
+            model=IEVO_MODEL, seq_len=2048,
+            cluster={"gpu": "a100-sxm-80gb", "num_gpus": g, "gpus_per_node": 8},
+            parallel=par(tp=tp, pp=1, dp=dp, sp=None if tp > 1 else False, dopt=True),
+            batch={"micro_batch": mbsz, "global_batch": dp * mbsz * 4},
+            recompute="none", precision="bf16",
+            measured=meas(tok=v),
+            unknown=["parallel.sequence_parallel"] if tp > 1 else [],
+            notes=(f"Row '(tp={tp}, zero1={z1})', column '{g} GPUs'; TGS = tokens per GPU per second (source's own metric). "
+                   f"Hyperparameters table: micro_num 4, micro_bsz {mbsz}, seq_len 2048; pack_sample_into_one=False and checkpoint=False. "
+                   "micro_bsz is InternEvo's packed length in units of seq_len (packed_length = micro_bsz*SEQ_LEN); with "
+                   "pack_sample_into_one=False samples are packed into that buffer with variable-length (cu_seqlens) flash attention, so "
+                   "attention never spans sample boundaries. global_batch (sequences of 2048) = dp x micro_bsz x micro_num, derived "
+                   "from the stated config (doc: tokens per GPU per iteration held constant across tp). "
+                   f"Optimizer states sharded over {zdesc}. precision: doc's FLOPS test states dtype=torch.bfloat16; this throughput test "
+                   "does not restate it (7B config default dtype torch.bfloat16). " + IEVO_ARCH + "; " + IEVO_HW),
+            stack={"framework": "other", "version": IEVO_STACK_V, "kernels": "flash-attn",
+                   "notes": "InternEvo Hybrid-ZeRO (zero1 group size as named in the row); Flash-Attention (version not stated) + Apex per doc; TFLOPS not given in this table"},
+            sweep=f"ievo-7b-a100-tgs-tp{tp}-zero1{'all' if z1 == -1 else z1}",
+            pipeline_split=None,
+            source_locator=f"doc/en/train_performance.md line {ROWLINE[(tp, z1)]} (Throughput Measurement table), column {g} GPUs")
+
+FLOPS_ROWS = [
+    # (ckpt, gpus, micro_bsz, micro_num, global_tokens_str, tgs, tflops, line)
+    (True, 8, 8, 1, "0.125M", 3314, 193, 60), (True, 16, 8, 1, "0.25M", 3268, 191, 61),
+    (True, 32, 8, 1, "0.5M", 3323, 188, 62), (True, 64, 8, 1, "1M", 3217, 188, 63),
+    (True, 128, 8, 1, "2M", 3260, 187, 64), (True, 256, 8, 1, "4M", 3215, 187, 65),
+    (True, 512, 8, 1, "8M", 3199, 186, 66), (True, 1024, 8, 1, "16M", 3163, 184, 67),
+    (True, 512, 4, 1, "4M", 2963, 173, 68), (True, 1024, 2, 1, "4M", 2341, 136, 69),
+    (True, 1024, 4, 1, "8M", 2796, 160, 70),
+    (False, 8, 2, 4, "0.125M", 4103, 183, 76), (False, 16, 2, 4, "0.25M", 3939, 177, 77),
+    (False, 32, 2, 4, "0.5M", 3919, 176, 78), (False, 64, 2, 4, "1M", 3944, 174, 79),
+    (False, 128, 2, 4, "2M", 3928, 173, 80), (False, 256, 2, 4, "4M", 3920, 173, 81),
+    (False, 512, 2, 4, "8M", 3900, 173, 82), (False, 1024, 2, 4, "16M", 3625, 160, 83),
+    (False, 512, 2, 2, "4M", 3084, 139, 84), (False, 1024, 2, 1, "4M", 2346, 105, 85),
+    (False, 1024, 2, 2, "8M", 2817, 124, 86),
+]
+for ck, g, mb, mn, gtok, tgs, tfl, line in FLOPS_ROWS:
+    add(id=f"ievo-7b-flops-{'ckpt' if ck else 'nockpt'}-{g}-mb{mb}-mn{mn}",
+        source=IEVO_SRC + f", FLOPS Testing table (Activation Ckpt {'on' if ck else 'off'})",
+        source_url=IEVO_URL,
+        model=IEVO_MODEL, seq_len=2048,
+        cluster={"gpu": "a100-sxm-80gb", "num_gpus": g, "gpus_per_node": 8},
+        parallel=par(tp=1, pp=1, dp=g, sp=False, dopt=True),
+        batch={"micro_batch": mb, "global_batch": g * mb * mn},
+        recompute="full" if ck else "none", precision="bf16",
+        measured=meas(tflops=tfl, basis="hardware" if ck else "model", tok=tgs, attn="full"),
+        unknown=[],
+        notes=(f"Row: TP 1, Zero1 8, Pack Sample Into One TRUE, Activation Ckpt {'TRUE' if ck else 'FALSE'}, GPU Num {g}, Seq Len 2048, "
+               f"Micro Bsz {mb}, Micro Num {mn}, Global Bsz {gtok} tokens, TGS {tgs}, TFLOPS {tfl}. Test config per doc: "
+               "pack_sample_into_one=True, dtype=torch.bfloat16. global_batch (sequences of 2048) = GPUs x micro_bsz x micro_num "
+               f"(= {gtok} tokens / 2048, consistent with the row). TFLOPS per doc use the Megatron SC'21 formula; code "
+               "internlm/utils/common.py get_megatron_flops uses factor 4 with activation checkpointing (hardware FLOPs incl. "
+               "recompute) and 3 without (model FLOPs), attention term 4*B*s^2*h per layer (no causal halving), plus 6*B*s*h*V "
+               "for the head; swiglu handled by mlp_ratio*3/2. Optimizer states sharded within 8 GPUs of a node (zero1=8). "
+               "With pack_sample_into_one=True, micro_bsz x 2048 tokens form one packed sequence. " + IEVO_ARCH + "; " + IEVO_HW),
+        stack={"framework": "other", "version": IEVO_STACK_V, "kernels": "flash-attn",
+               "notes": "InternEvo Hybrid-ZeRO, zero1=8; Flash-Attention (version not stated) + Apex per doc"},
+        sweep=f"ievo-7b-a100-flops-{'ckpt' if ck else 'nockpt'}",
+        pipeline_split=None,
+        source_locator=f"doc/en/train_performance.md line {line} (FLOPS Testing, Activation Ckpt {'TRUE' if ck else 'FALSE'} table)")
+
+# ---------------------------------------------------------------------------
+# 2. Zero Bubble Pipeline Parallelism (ICLR 2024 / arXiv 2401.10241), Table 4
+# ---------------------------------------------------------------------------
+ZB_URL = "https://openreview.net/pdf?id=tuzTN0eIO5"
+ZB_SRC = "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024; arXiv 2401.10241), Table 4"
+ZB_MODELS = {  # name: (layers, heads, hidden, p, micro_batch, microbatch counts, first/last layers, middle layers)
+    "1.5B": (22, 24, 2304, 8, 6, [24, 32, 64], 2, 3),
+    "6.2B": (30, 32, 4096, 8, 3, [24, 32, 64], 3, 4),
+    "14.6B": (46, 40, 5120, 16, 1, [48, 64, 128], 2, 3),
+    "28.3B": (62, 48, 6144, 32, 1, [96, 128, 256], 1, 2),
+}
+ZB_VALS = {  # samples per GPU per second
+    "ZB-2p": {"1.5B": [14.5, 14.8, 14.9], "6.2B": [4.32, 4.35, 4.39], "14.6B": [1.81, 1.83, 1.85], "28.3B": [0.99, 1.00, 1.00]},
+    "ZB-1p": {"1.5B": [12.9, 13.4, 14.2], "6.2B": [3.88, 4.00, 4.20], "14.6B": [1.61, 1.67, 1.76], "28.3B": [0.87, 0.90, 0.96]},
+    "1F1B": {"1.5B": [11.8, 12.5, 13.6], "6.2B": [3.50, 3.70, 4.03], "14.6B": [1.40, 1.49, 1.64], "28.3B": [0.76, 0.80, 0.88]},
+    "1F1B-I": {"1.5B": [13.1, 13.4, 13.9], "6.2B": [4.01, 4.08, 4.19], "14.6B": [1.54, 1.59, 1.66], "28.3B": [0.82, 0.85, 0.90]},
+}
+ZB_MEM = {"ZB-2p": [59, 70, 51, 74], "ZB-1p": [32, 42, 33, 44], "1F1B": [30, 39, 32, 43], "1F1B-I": [40, 48, 39, 58]}
+ZB_SCHED = {
+    "ZB-2p": "zero-bubble automatic schedule, activation memory limit 2p*M_B (B/W split, optimizer post-validation)",
+    "ZB-1p": "zero-bubble automatic schedule, activation memory limit p*M_B (same peak as 1F1B; B/W split, optimizer post-validation)",
+    "1F1B": "1F1B (Megatron-LM implementation)",
+    "1F1B-I": "interleaved 1F1B (Megatron-LM), maximum chunks: each transformer layer is one chunk",
+}
+for sched, per_model in ZB_VALS.items():
+    for mi, (mname, (L, H, hid, p, mb, ms, fl, mid)) in enumerate(ZB_MODELS.items()):
+        for m, v in zip(ms, per_model[mname]):
+            tag = sched.lower().replace("-", "")
+            layout = f"{fl}|{mid}x{p - 2}|{fl}"
+            add(id=f"zb-t4-{mname.lower().replace('.', 'p')}-{tag}-m{m}",
+                source=ZB_SRC,
+                source_url=ZB_URL,
+                model=model(f"GPT-3-like {mname} (ZB paper Table 3)", L, hid, H, H, hid // H, 4 * hid, "gelu", None, None),
+                seq_len=1024,
+                cluster={"gpu": "a100-sxm-80gb", "num_gpus": p, "gpus_per_node": 8},
+                parallel=par(tp=1, pp=p, dp=1, vpp=None if sched == "1F1B-I" else 1, sp=False, dopt=None),
+                batch={"micro_batch": mb, "global_batch": mb * m},
+                recompute=None, precision=None,
+                measured=meas(tok=round(v * 1024, 2)),
+                unknown=["model.vocab", "model.tied_embeddings", "recompute", "precision", "parallel.distributed_optimizer"]
+                        + (["parallel.vpp"] if sched == "1F1B-I" else []),
+                notes=(f"Schedule {sched}: {ZB_SCHED[sched]}. Table 4 value {v} samples per GPU per second; tokens_per_s_per_gpu = "
+                       f"{v} x 1024 (seq len), a unit conversion. Table 3 setup: {L} layers, {H} heads, hidden {hid}, seq 1024, "
+                       f"pipelines (GPUs) {p}, microbatch size {mb}, #microbatches {m}; global_batch = microbatch size x #microbatches "
+                       f"(pure pipeline, dp=1). Peak memory (Table 4) {ZB_MEM[sched][mi]} GB. Hardware: up to 32 NVIDIA A100 SXM 80G over 4 "
+                       "nodes, RoCE RDMA (Sec 5.1); iteration time recorded after warm-up. ffn_hidden=4h, MHA, gelu assumed from 'models "
+                       "analogous to GPT-3' (consistent with the stated parameter counts ~12*L*h^2 + embeddings); vocab not stated."
+                       + (" Interleaved: 'we always use the maximum number of chunks ... each transformer layer serves as a chunk', so "
+                          "virtual stages per GPU = layers on that GPU; vpp left null." if sched == "1F1B-I" else "")),
+                stack={"framework": "megatron-lm", "version": "sail-sg/zero-bubble-pipeline-parallelism (Megatron-LM fork), paper-era (tag zero-bubble-v0.1.0 holds the original implementation)",
+                       "kernels": None, "notes": "Implementation on open-source Megatron-LM; ZB schedules searched from profiled T_F/T_B/T_W/T_comm"},
+                sweep=f"zb-iclr24-t4-{mname.lower().replace('.', 'p')}",
+                pipeline_split={"first_stage_layers": fl, "last_stage_layers": fl, "embedding_as_layer": None,
+                                "loss_as_layer": None,
+                                "layout": f"{layout} (Sec 5.1: first and last stages hold one fewer transformer layer than the intermediate "
+                                          "stages to compensate for embedding lookup and loss; counts derived from total layers and p)"},
+                source_locator=f"Table 4 (Experiment result details), model {mname}, #Microbatch {m}, row {sched}; setup from Table 3 and Sec 5.1")
+
+# ---------------------------------------------------------------------------
+# 3. FlashAttention training README (Dao-AILab/flash-attention training/README.md), 8 x A100 80GB
+# ---------------------------------------------------------------------------
+FA_URL = "https://github.com/Dao-AILab/flash-attention/blob/88173a1aafe8e2796fcfc9433160838138f0dfc1/training/README.md"
+FA_ROWS = [  # name, layers, hidden, heads, batch tokens str, global seqs, tok/s global, line, zero1, config, cfg micro-batch at 80GB
+    ("GPT3-125M", 12, 768, 12, "0.5M", 256, 1310000, 208, False, "pile/gpt3s-flash", 32),
+    ("GPT3-355M", 24, 1024, 16, "0.5M", 256, 503000, 209, False, "pile/gpt3m-flash", 32),
+    ("GPT3-760M", 24, 1536, 16, "0.5M", 256, 245000, 210, True, "pile/gpt3l-flash", 16),
+    ("GPT3-1.3B", 24, 2048, 16, "1M", 512, 169000, 211, True, "pile/gpt3xl-flash", 8),
+    ("GPT3-2.7B", 32, 2560, 20, "1M", 512, 85000, 212, True, "pile/gpt3-2.7B-flash-hdim128", 4),
+]
+for name, L, hid, H, btok, gb, tps, line, z1, cfg, cfg_mb in FA_ROWS:
+    add(id=f"fa-train-{name.lower().replace('.', 'p')}-8",
+        source="Dao-AILab/flash-attention training/README.md, Training speed (GPT3, 8 x A100 80GB)",
+        source_url=FA_URL,
+        model=model(name, L, hid, H, H, hid // H, 4 * hid, "gelu", 50264, True),
+        seq_len=2048,
+        cluster={"gpu": "a100-sxm-80gb", "num_gpus": 8, "gpus_per_node": 8},
+        parallel=par(tp=1, pp=1, dp=8, sp=False, dopt=True if z1 else False),
+        batch={"micro_batch": None, "global_batch": gb},
+        recompute="none", precision="bf16",
+        measured=meas(tok=round(tps / 8, 1)),
+        unknown=["batch.micro_batch"],
+        notes=(f"Table row '{name} | {btok} | {tps // 1000}k tokens/sec'; tokens_per_s_per_gpu = global {tps} / 8 GPUs (unit conversion; "
+               "source rounds to 'k'). Measured 'on one node with 8 x A100 80GB SXM4 80GB (400W) with NVLink'. "
+               f"global_batch = {btok} tokens / 2048 = {gb} sequences (experiment config train.global_batch_size {gb}). "
+               "README: 'we don't need any activation checkpointing'; 'We train with bf16 by default'. "
+               f"Experiment config training/configs/experiment/{cfg}.yaml: data-parallel only on 8 GPUs, "
+               + ("DDPStrategyZero1 (ZeRO-1 optimizer sharding)" if z1 else "plain DDP (no optimizer sharding)")
+               + f"; config default per-GPU batch at 80GB would be {cfg_mb} (gradient accumulation fills the global batch), not stated "
+               "in the README so micro_batch left null. GPT2Config-based model: 4h MLP with gelu, MHA, tied LM head, vocab 50257 "
+               "padded to multiple of 8 (pad_vocab_size_multiple: 8) = 50264; GPT3-2.7B uses head dim 128 (20 heads) per README."),
+        stack={"framework": "other", "version": "flash-attention training scripts, README rev 88173a1aafe8e2796fcfc9433160838138f0dfc1 (2023-01-17)",
+               "kernels": "flash-attn1",
+               "notes": "PyTorch Lightning + Hydra training code in flash-attention/training; FlashAttention (v1 era) plus fused MLP, "
+                        "fused dropout-add-LayerNorm, fused cross-entropy; apex AdamW"},
+        sweep="fa-train-readme-gpt3-8xa100",
+        pipeline_split=None,
+        source_locator=f"training/README.md line {line} (table under 'We include here more details on the training speed with FlashAttention on 8 x A100 80GB')")
+
+# ---------------------------------------------------------------------------
+# 4. MaxText A3 Llama2-7B README (H100)
+# ---------------------------------------------------------------------------
+MXT_URL = "https://github.com/AI-Hypercomputer/maxtext/blob/efb6d9e4a2856198f8272dcbfb7d9c91eda0728e/MaxText/configs/a3/llama_2_7b/README.md"
+for vms, tfl in [(1, 492), (2, 422), (4, 407), (8, 409), (16, 375)]:
+    g = 8 * vms
+    add(id=f"mxt-a3-llama2-7b-{vms}vm",
+        source="AI-Hypercomputer/maxtext MaxText/configs/a3/llama_2_7b/README.md (High Performance Model Configs on A3 GPU)",
+        source_url=MXT_URL,
+        model=model("Llama2-7B", 32, 4096, 32, 32, 128, 11008, "swiglu", 32000, False),
+        seq_len=4096,
+        cluster={"gpu": "h100-sxm-80gb", "num_gpus": g, "gpus_per_node": 8},
+        parallel=par(tp=1, pp=1, dp=g, sp=False, fsdp=True, dopt=None),
+        batch={"micro_batch": 4, "global_batch": 4 * g},
+        recompute="selective", precision="bf16",
+        measured=meas(tflops=tfl, basis="model", attn="causal"),
+        unknown=["parallel.distributed_optimizer"],
+        notes=(f"README row '{vms}x A3 (h100-80gb-8) | {tfl}' TFLOP/sec/chip. Run script MaxText/configs/a3/llama_2_7b/{vms}vm.sh at the same "
+               f"commit: dcn_data_parallelism={vms} ici_fsdp_parallelism=8 per_device_batch_size=4 max_target_length=4096 "
+               "model_name=llama2-7b attention=cudnn_flash_te remat_policy=minimal_flash scan_layers=false dataset_type=synthetic "
+               "steps=30; i.e. FSDP over the 8 GPUs of a VM and pure data parallelism across VMs (dp field = all GPUs, fsdp=true). "
+               "global_batch = per_device_batch_size 4 x GPUs (no gradient accumulation in the script). remat_policy minimal_flash "
+               "recorded as 'selective'. dtype bfloat16 (base.yml dtype, weight_dtype float32). TFLOP/s per MaxText "
+               "maxtext_utils.calculate_tflops_training_per_device at this commit: 6*params*tokens + causal attention "
+               "(12*heads*layers*head_dim*s^2 / 2), i.e. model FLOPs with causal halving. Llama2-7B dims from "
+               "MaxText/configs/models/llama2-7b.yml (emb 4096, 32 q/kv heads, mlp 11008, 32 layers, head_dim 128, silu+linear, "
+               "vocab 32000, logits_via_embedding False). A3 = GCP a3-highgpu-8g (8 x H100 80GB SXM per VM, GPUDirect-TCPX networking)."),
+        stack={"framework": "maxtext", "version": "AI-Hypercomputer/maxtext@efb6d9e4a2856198f8272dcbfb7d9c91eda0728e (2024-04-12)",
+               "kernels": "cudnn", "notes": "JAX/XLA; attention=cudnn_flash_te (Transformer Engine cuDNN fused attention); XLA latency-hiding scheduler flags in run scripts"},
+        sweep="maxtext-a3-llama2-7b",
+        pipeline_split=None,
+        source_locator=f"MaxText/configs/a3/llama_2_7b/README.md, Llama2-7B table row '{vms}x A3 (h100-80gb-8)'")
+
+# ---------------------------------------------------------------------------
+# 5. Nemotron-4 15B technical report (arXiv 2402.16819), Table 2
+# ---------------------------------------------------------------------------
+for dp, g, it, mfu, bs, tok in [(96, 768, 0.57, 34.3, 384, "200B"), (192, 1536, 0.58, 33.3, 768, "200B"), (288, 2304, 0.64, 30.5, 1152, "7,600B")]:
+    add(id=f"nemo4-15b-ramp-dp{dp}",
+        source="Parmar et al., Nemotron-4 15B Technical Report (arXiv 2402.16819), Table 2",
+        source_url="https://arxiv.org/abs/2402.16819",
+        model=model("Nemotron-4 15B", 32, 6144, 48, 8, 128, None, "gelu", 256000, False),
+        seq_len=4096,
+        cluster={"gpu": "h100-sxm-80gb", "num_gpus": g, "gpus_per_node": 8},
+        parallel=par(tp=8, pp=1, dp=dp, sp=None, dopt=True),
+        batch={"micro_batch": None, "global_batch": bs},
+        recompute=None, precision="bf16",
+        measured=meas(basis="model", mfu=mfu / 100, step=it),
+        unknown=["model.ffn_hidden", "parallel.sequence_parallel", "batch.micro_batch", "recompute"],
+        notes=(f"Table 2 row: data-parallel size {dp}, GPUs {g}, iteration time {it} s, MFU {mfu}%, batch size {bs}, tokens {tok} "
+               "(batch-size ramp stage). Text: 384 DGX H100 nodes, 8 H100 80GB SXM5 per node, NVLink/NVSwitch 900 GB/s, 8 x 400 Gbps "
+               "HDR InfiniBand HCAs per node; 'a combination of 8-way tensor parallelism ... and data parallelism' with a distributed "
+               "optimizer sharding optimizer state over data-parallel replicas (so pp=1). MFU per Chowdhery/Korthikanti against the "
+               "989 TFLOP/s bf16 peak quoted in the text; training precision not otherwise stated (recorded bf16 on that basis). "
+               "Arch from Table 1 and Sec 2: 32 layers, hidden 6144, 48 heads, 8 KV heads (GQA), seq 4096, vocab 256,000, squared-ReLU "
+               "MLP (2 matrices; schema class 'gelu'), no bias, untied embeddings; ffn_hidden not given. Read from a stored plain-text "
+               "transcription of the arXiv PDF."),
+        stack={"framework": "megatron-lm", "version": None, "kernels": None,
+               "notes": "report cites Megatron (Shoeybi et al. 2019) for tensor parallelism and uses a distributed optimizer; the training framework/version is not named"},
+        sweep="nemotron4-15b-batch-ramp",
+        pipeline_split=None,
+        source_locator=f"Table 2 (batch size rampup schedule), row data-parallel size {dp}")
+
+# ---------------------------------------------------------------------------
+# 6. Nemotron-4 340B technical report (arXiv 2406.11704), Table 2  [read via secondary transcriptions]
+# ---------------------------------------------------------------------------
+for dp, g, it, mfu, bs, tok in [(16, 1536, 10.3, 42.4, 768, "200B"), (32, 3072, 10.3, 42.3, 1536, "200B"), (64, 6144, 8.0, 41.0, 2304, "7,600B")]:
+    add(id=f"nemo4-340b-ramp-dp{dp}",
+        source="NVIDIA, Nemotron-4 340B Technical Report (arXiv 2406.11704), Table 2",
+        source_url="https://arxiv.org/abs/2406.11704",
+        model=model("Nemotron-4 340B", 96, 18432, 96, 8, 192, 73728, "gelu", 256000, False),
+        seq_len=4096,
+        cluster={"gpu": "h100-sxm-80gb", "num_gpus": g, "gpus_per_node": 8},
+        parallel=par(tp=8, pp=12, dp=dp, vpp=None, sp=None, dopt=True),
+        batch={"micro_batch": None, "global_batch": bs},
+        recompute=None, precision="bf16",
+        measured=meas(basis="model", mfu=mfu / 100, step=it),
+        unknown=["parallel.vpp", "parallel.sequence_parallel", "batch.micro_batch", "recompute"],
+        notes=(f"Table 2 row: data-parallel size {dp}, GPUs {g}, iteration time {it} s, MFU {mfu}%, batch size {bs}, tokens {tok}. "
+               "Sec 2.3: 768 DGX H100 nodes (8 x H100 80GB SXM5), 8-way tensor parallelism, 12-way pipeline parallelism with "
+               "interleaving, data parallelism, distributed optimizer; MFU against the 989 TFLOP/s bf16 peak (precision recorded bf16 "
+               "on that basis; not otherwise stated in the text read). "
+               "DOUBT: the primary PDF text was not in the stored corpus; these values were read in three independent stored "
+               "transcriptions/summaries of the report that agree on every cell. Arch: report Table 1 / Sec 2.2 (96 layers, hidden "
+               "18432, 96 heads, 8 KV heads, seq 4096, vocab 256,000, squared-ReLU MLP = 2 matrices -> schema class 'gelu', untied); "
+               "ffn_hidden 73728 from the released NeMo model_config.yaml (ffn_hidden_size: 73728) as quoted in a stored model-card summary; "
+               "head_dim = 18432/96. Virtual-pipeline size not given. Not a NeMo performance summary."),
+        stack={"framework": "megatron-lm", "version": None, "kernels": None,
+               "notes": "NVIDIA Megatron-style TP/PP with interleaved schedule and distributed optimizer; framework/version not named in the table"},
+        sweep="nemotron4-340b-batch-ramp",
+        pipeline_split=None,
+        source_locator=f"Table 2 (batch size rampup schedule), row data-parallel size {dp}")
+
+# ---------------------------------------------------------------------------
+# 7. Megatron-Turing NLG 530B (arXiv 2201.11990), Sec 2.4 system throughput  [read via secondary quotations]
+# ---------------------------------------------------------------------------
+for nodes, step, tfl in [(280, 60.1, 126), (350, 50.2, 121), (420, 44.4, 113)]:
+    g = nodes * 8
+    add(id=f"mtnlg-530b-{nodes}n",
+        source="Smith et al., Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B (arXiv 2201.11990), Sec 2.4",
+        source_url="https://arxiv.org/abs/2201.11990",
+        model=model("MT-NLG 530B", 105, 20480, 128, 128, 160, 81920, "gelu", None, None),
+        seq_len=2048,
+        cluster={"gpu": "a100-sxm-80gb", "num_gpus": g, "gpus_per_node": 8},
+        parallel=par(tp=8, pp=35, dp=g // 280, sp=False, dopt=None),
+        batch={"micro_batch": None, "global_batch": 1920},
+        recompute=None, precision=None,
+        measured=meas(tflops=tfl, basis="hardware", step=step),
+        unknown=["model.vocab", "model.tied_embeddings", "batch.micro_batch", "recompute", "precision",
+                 "parallel.distributed_optimizer", "parallel.vpp"],
+        notes=(f"{nodes} DGX A100 servers (8 x A100 80GB each, Selene): iteration time {step} s at global batch 1920 and seq 2048, "
+               f"{tfl} teraFLOP/s per GPU. Layout: 'each 530 billion parameter model replica spans 280 NVIDIA A100 GPUs, with 8-way "
+               "tensor-slicing within a node and 35-way pipeline parallelism across nodes', data parallelism over replicas, so "
+               f"dp = {g}/280 = {g // 280}. Arch: 105 layers, hidden 20480, 128 heads (paper Sec 3.2); ffn 4h assumed (GPT-style). "
+               "TFLOP/s described as hardware FLOPs (Megatron SC'21 formula with recompute) by the quoting source. DOUBT: the primary "
+               "PDF text was not in the stored corpus; iteration times/TFLOP/s were read in two stored third-party quotations of "
+               "Sec 2.4 (cli99/llm-analysis examples/megatron-turing-nlg README and a dataset script citing 'PDF p7, s2.4'), layout "
+               "and dims in several stored verbatim quotes. One quotation (llm-analysis) calls the parts A100-SXM 40GB; the paper "
+               "and Microsoft/NVIDIA blog describe 80GB A100s."),
+        stack={"framework": "megatron-deepspeed", "version": None, "kernels": None,
+               "notes": "DeepSpeed pipeline + data parallelism with Megatron tensor slicing (3D parallelism), 2021"},
+        sweep="mtnlg-530b-node-scaling",
+        pipeline_split=None,
+        source_locator=f"arXiv 2201.11990 Sec 2.4 (system throughput text: iteration times 60.1/50.2/44.4 s at 280/350/420 servers), {nodes}-server value")
+
+# ---------------------------------------------------------------------------
+# 8. DeepSpeed on Azure blog (2022-07-26): ZeRO-3 175B..2T on NDm A100 v4
+# ---------------------------------------------------------------------------
+DSAZ_URL = "https://github.com/deepspeedai/DeepSpeed/blob/fd405169232dd83bdc7883df1c7d707d482e1be6/docs/_posts/2022-07-26-deepspeed-azure.md"
+DSAZ = [  # id, name, L, h, heads, seq, gpus, mb, tflops, line, text
+    ("175b-256g-s512", "GPT 175B", 96, 12288, 96, 512, 256, 32, 204.49, 97,
+     "peak throughput of 204.49 TFLOPs/GPU was achieved on 256 GPUs with a micro batch size of 32 and sequence length of 512"),
+    ("530b-1024g-s1024", "GPT 530B", 105, 20480, 128, 1024, 1024, None, 171.37, 103,
+     "achieved up to 171.37 TFLOPs/GPU on 128 NDm A100 v4-series A100 systems (i.e., 1024 GPUs); Figure 6 micro batch 1/2/4/8, seq 1024"),
+    ("1t-1024g-s1024", "GPT 1T", 128, 25600, 160, 1024, 1024, 8, 165.36, 113,
+     "Peak throughput achieved was 165.36 TFLOPs/GPU for micro batch size of 8 across 1024 GPUs"),
+    ("2t-1024g-s1024", "GPT 2T", 160, 32768, 128, 1024, 1024, 8, 157.0, 119,
+     "batch size of 8 per GPU with a sequence length of 1024 ... 157 TFLOPs/GPU on 1,024 GPUs"),
+]
+for sid, name, L, hid, H, s, g, mb, tfl, line, text in DSAZ:
+    add(id=f"dsaz-{sid}",
+        source="DeepSpeed blog 'Azure empowers easy-to-use, high-performance, and hyperscale model training using DeepSpeed' (2022-07-26)",
+        source_url=DSAZ_URL,
+        model=model(name, L, hid, H, H, hid // H, 4 * hid, "gelu", None, None),
+        seq_len=s,
+        cluster={"gpu": "a100-sxm-80gb", "num_gpus": g, "gpus_per_node": 8},
+        parallel=par(tp=1, pp=1, dp=g, sp=False, fsdp=True, dopt=True),
+        batch={"micro_batch": mb, "global_batch": None},
+        recompute="full", precision="fp16",
+        measured=meas(tflops=tfl, basis="hardware", attn="full"),
+        unknown=["model.vocab", "model.tied_embeddings", "batch.global_batch"] + ([] if mb else ["batch.micro_batch"]),
+        notes=(f"Blog text: '{text}'. Model config from blog Table 2 (layers/hidden/heads); ffn 4h assumed (Megatron GPT default). "
+               "TFLOPs/GPU computed by the blog with 96*B*s*l*h^2*(1+s/6h+V/(16*l*h)) (Megatron SC'21 formula incl. activation "
+               "recompute, no causal halving) -> basis 'hardware'. Layout: ZeRO-3 data parallelism, 'there is no tensor/pipeline "
+               "parallelism' (stated for 530B; the linked Azure recipes examples_deepspeed/azure/run-175b.sh and run-1t.sh in "
+               "Megatron-DeepSpeed set TP=1, PP=1, ZeRO stage 3, --checkpoint-activations, --fp16, optional CPU offload of the "
+               "optimizer, global batch = GPUs x micro batch). Blog: 'DeepSpeed ... exploits offload capabilities where the activation "
+               "and optimizer states are allocated in the main memory' (CPU offload; 1.7 TB host RAM per VM). Precision fp16 from the "
+               "recipe, not restated in the blog text. Hardware: Azure NDm A100 v4, 8 x A100 80GB per VM, one 200 Gb/s HDR InfiniBand "
+               "link per GPU; software PyTorch 1.10.2, DeepSpeed 0.6.2, NCCL 2.12.10, CUDA 11.4 (blog Table 1). Peak value of a "
+               "micro-batch sweep (figures), not a sustained production run."),
+        stack={"framework": "megatron-deepspeed", "version": "DeepSpeed 0.6.2 + Megatron-DeepSpeed (2022)", "kernels": None,
+               "notes": "ZeRO-3 (fully sharded) with CPU offload of optimizer state/activation checkpoints; fp16 per linked recipe"},
+        sweep="deepspeed-azure-2022",
+        pipeline_split=None,
+        source_locator=f"docs/_posts/2022-07-26-deepspeed-azure.md line {line} (Performance Evaluation section); model dims from Table 2 in the same post")
+
+# ---------------------------------------------------------------------------
+# 9. OPT-175B (arXiv 2205.01068), Sec 2.4 Training Efficiency
+# ---------------------------------------------------------------------------
+add(id="opt-175b-992",
+    source="Zhang et al., OPT: Open Pre-trained Transformer Language Models (arXiv 2205.01068), Sec 2.4",
+    source_url="https://arxiv.org/abs/2205.01068",
+    model=model("OPT-175B", 96, 12288, 96, 96, 128, 49152, "gelu", 50272, True),
+    seq_len=2048,
+    cluster={"gpu": "a100-sxm-80gb", "num_gpus": 992, "gpus_per_node": 8},
+    parallel=par(tp=None, pp=1, dp=None, sp=False, fsdp=True, dopt=True),
+    batch={"micro_batch": None, "global_batch": None},
+    recompute=None, precision="fp16",
+    measured=meas(tflops=147, basis=None),
+    unknown=["parallel.tp", "parallel.dp", "batch.micro_batch", "batch.global_batch", "recompute", "measured.flops_basis"],
+    notes=("Sec 2.4: 'We trained OPT-175B on 992 80GB A100 GPUs, by utilizing Fully Sharded Data Parallel with Megatron-LM Tensor "
+           "Parallelism. We achieve utilization of up to 147 TFLOP/s per GPU. We keep Adam state in FP32 ... model weights remained in "
+           "FP16 ... dynamic loss scaling.' 'up to' = a peak, not a run average. TP degree not stated in the text read (dp = 992/tp). "
+           "Table 1: 96 layers, 96 heads, d_model 12288, batch 2M tokens (global_batch in sequences not exactly stated), seq 2048. "
+           "ReLU MLP (2 matrices; schema class 'gelu'), ffn 4h; vocab 50272 and tied embeddings per released OPT HF configs "
+           "(assumed same tokenizer/head for 175B). Whether the 147 includes recompute FLOPs is not stated. No pipeline parallelism is mentioned (pp recorded 1). Read from a stored transcription of the arXiv paper."),
+    stack={"framework": "other", "version": "metaseq (2021-22)", "kernels": None,
+           "notes": "FairScale FSDP + Megatron-LM tensor parallelism (metaseq)"},
+    sweep=None,
+    pipeline_split=None,
+    source_locator="arXiv 2205.01068 Sec 2.4 Training Efficiency (text); dims from Table 1")
+
+with open(OUT, "w") as f:
+    for r in R:
+        f.write(json.dumps(r) + "\n")
+ids = [r["id"] for r in R]
+assert len(ids) == len(set(ids)), "duplicate ids"
+print("wrote", len(R), "records to", OUT)
