@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "core/text.h"
+#include "planner/thread_arena.h"
 #include "simulator/serving/pd_sim.h"
 #include "simulator/serving/serve_sim.h"
 #include "simulator/serving/step_shape.h"
@@ -478,7 +479,8 @@ Result<ServePlanResult> search_deployments(const ServePlanRequest& r, const Serv
   ServePlanResult result;
   result.candidates = space.candidates;
   result.pruned = pruned_counts(space, r.hw);
-  tbb::task_arena arena(opt.threads > 0 ? opt.threads : tbb::task_arena::automatic);
+  ThreadArena threads(opt.threads);
+  tbb::task_arena& arena = threads.arena();
   result.ranked = simulate_all(r, space.kept, arena);
   result.simulated = static_cast<int64_t>(space.kept.size());
   if (result.ranked.empty()) {
