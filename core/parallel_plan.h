@@ -85,6 +85,12 @@ struct Cluster {
   int num_gpus = 0;
 };
 
+/// The most GPUs a cluster, and so any parallel degree or product of degrees, may have: 2^24,
+/// 16.7 million, far beyond any cluster built. The simulator and planner count ranks in `int`,
+/// and under this bound a rank index times a small factor (2*cp, a group's stride times its
+/// size, a degree times another) stays inside it; validate_plan refuses larger layouts.
+inline constexpr int kMaxGpus = 1 << 24;
+
 /// Names where a plan field came from, for diagnostics: a flag ("--tp") or a JSON path.
 /// Fields: tp pp dp cp ep etp vpp mbs gbs seq sp zero schedule precision gpus.
 using FieldLocator = std::function<std::string(const char* field)>;
