@@ -28,6 +28,18 @@ Stats stats_from(JsonFields& f) {
   return s;
 }
 
+/// The array at `key`, or nullptr when absent; anything else is reported, not indexed (a JSON
+/// object or string indexed by position throws).
+const Json* array_at(const JsonFields& f, const char* key, Diagnostics* diag) {
+  const Json* arr = f.object(key);
+  if (arr && !arr->is_array()) {
+    diag->push_back({f.path(key), std::string("expected an array, got ") + arr->type_name(),
+                     "calibrate --raw writes a list of points"});
+    return nullptr;
+  }
+  return arr;
+}
+
 }  // namespace
 
 Json to_json(const CalibrationData& d) {
@@ -121,7 +133,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
   d.quick = f.boolean("quick", false);
   d.seconds = f.number("seconds", 0.0);
   auto rows = [&](const char* key, auto&& read) {
-    const Json* arr = f.object(key);
+    const Json* arr = array_at(f, key, &diag);
     if (!arr) return;
     for (size_t i = 0; i < arr->size(); ++i) {
       const std::string w = where + "/" + key + "/" + std::to_string(i);
@@ -192,7 +204,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
     p.busbw_gbps = p.algbw_gbps * bus_factor(p.op, p.ranks);
     d.collectives.push_back(p);
   });
-  if (const Json* rej = f.object("rejected")) {
+  if (const Json* rej = array_at(f, "rejected", &diag)) {
     for (size_t i = 0; i < rej->size(); ++i) {
       JsonFields r((*rej)[i], where + "/rejected/" + std::to_string(i), &diag);
       d.rejected.push_back({r.string("table"), r.string("what"), r.string("why")});
