@@ -258,7 +258,8 @@ TEST(StepCost, LockstepIsTheSlowestReplicaPlusTheSharedExperts) {
   d.tp = 1;
   d.dp = 8;
   d.ep = 8;
-  const StepCost cost(q, h100(), d);
+  const HwProfile hw = h100();  // StepCost keeps a reference: not a temporary
+  const StepCost cost(q, hw, d);
   const StepShape dec = decode_step(64, 1024);
   StepShape pre;
   pre.prefills.push_back({2048, 0});
