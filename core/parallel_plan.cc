@@ -78,17 +78,6 @@ bool check_positive(const ParallelPlan& p, const AddDiagnostic& add) {
   return degrees_ok;
 }
 
-/// Whether the product of positive `factors` stays within kMaxGpus. It stops multiplying once
-/// past the bound, so the running product (< 2^24 * 2^31) never overflows.
-bool within_max_gpus(std::initializer_list<int> factors) {
-  int64_t product = 1;
-  for (int f : factors) {
-    product *= f;
-    if (product > kMaxGpus) return false;
-  }
-  return true;
-}
-
 /// Degrees, and the products the checks below form, within kMaxGpus (so no product of them
 /// overflows int); false when one is not. Degrees are positive (check_positive).
 bool check_bounded(const ParallelPlan& p, const Cluster& c, const AddDiagnostic& add) {
@@ -193,6 +182,17 @@ void check_experts(const ModelSpec& m, const ParallelPlan& p, const AddDiagnosti
 }
 
 }  // namespace
+
+bool within_max_gpus(std::initializer_list<int> factors) {
+  // Stops multiplying once past the bound, so the running product (< 2^24 * 2^31) never
+  // overflows.
+  int64_t product = 1;
+  for (int f : factors) {
+    product *= f;
+    if (product > kMaxGpus) return false;
+  }
+  return true;
+}
 
 Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
                           const FieldLocator& loc) {

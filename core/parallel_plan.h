@@ -5,6 +5,7 @@
 #include <compare>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 
 #include "core/hw_profile.h"
@@ -90,6 +91,8 @@ struct Cluster {
 /// and under this bound a rank index times a small factor (2*cp, a group's stride times its
 /// size, a degree times another) stays inside it; validate_plan refuses larger layouts.
 inline constexpr int kMaxGpus = 1 << 24;
+/// Whether the product of positive degrees stays within kMaxGpus (computed without overflow).
+bool within_max_gpus(std::initializer_list<int> factors);
 
 /// Names where a plan field came from, for diagnostics: a flag ("--tp") or a JSON path.
 /// Fields: tp pp dp cp ep etp vpp mbs gbs seq sp zero schedule precision gpus.

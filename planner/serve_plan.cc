@@ -80,6 +80,9 @@ Diagnostics validate(const ServePlanRequest& r, const ServePlanOptions& opt) {
   };
   const ServeWorkload& w = r.workload;
   if (r.gpus < 1) bad("--gpus", "must be at least 1, got " + std::to_string(r.gpus));
+  if (r.gpus > kMaxGpus)
+    bad("--gpus", "gpus=" + std::to_string(r.gpus) + " is beyond the largest cluster modelled",
+        "at most " + std::to_string(kMaxGpus) + " GPUs (2^24)");
   if (w.requests < 1) bad("--requests", "must be at least 1, got " + std::to_string(w.requests));
   if (w.prompt_len < 1 || w.output_len < 1)
     bad("--prompt-len", "prompt and output lengths must be at least 1, got " +

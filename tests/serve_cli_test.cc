@@ -144,6 +144,20 @@ TEST(ServeCli, WideExpertParallelismStepsTheReplicasTogether) {
   EXPECT_TRUE(Has(bad, "--ep: ep=4 above tp spreads the experts over every replica")) << bad;
 }
 
+// tp*pp past int overflowed (UBSan) before the deployment was checked; now it is refused.
+TEST(ServeCli, DeploymentsBeyondTheLargestClusterAreBadInput) {
+  const CliRun r = Parallax("serve --model llama3.1-8b --tp 1073741824 --pp 4 --requests 2");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "tp*pp*dp=1073741824*4*1, ep=1: beyond the largest cluster modelled")) << r;
+  const CliRun g = Parallax("serve --model llama3.1-8b --gpus 1099511627776 --requests 2");
+  EXPECT_EQ(g.exit_code, 2) << g;
+  EXPECT_TRUE(Has(g, "beyond the largest cluster modelled")) << g;
+  // --tp 0 with --gpus divided by zero (SIGFPE) before the deployment was checked.
+  const CliRun zero = Parallax("serve --model llama3.1-8b --gpus 8 --tp 0 --requests 2");
+  EXPECT_EQ(zero.exit_code, 2) << zero;
+  EXPECT_TRUE(Has(zero, "tp, pp, dp and ep must be at least 1, got tp=0")) << zero;
+}
+
 TEST(ServeCli, BadDeploymentsAndTracesSayWhereAndWhy) {
   CliRun r = Parallax("serve --model llama3.1-70b --gpus 8 --tp 3");
   EXPECT_EQ(r.exit_code, 2) << r;
