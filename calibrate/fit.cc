@@ -152,7 +152,11 @@ Result<Fitted> fit_profile(const CalibrationData& d, const FitOptions& opt) {
         {g.shape.m, g.shape.n, g.shape.k, g.precision, g.tflops, g.stats.spread()});
     best[g.precision] = std::max(best[g.precision], g.tflops);
   }
-  for (const auto& [prec, tflops] : best) {
+  for (const auto& entry : best) {
+    // Named copies, not a structured binding: a lambda below captures prec (clang before 16
+    // refuses to capture a binding).
+    const Precision prec = entry.first;
+    const double tflops = entry.second;
     const bool has_datasheet = based && (prec == Precision::kBf16 ||
                                          (prec == Precision::kFp8 && opt.base->fp8_tflops > 0) ||
                                          (prec == Precision::kFp32 && opt.base->fp32_tflops > 0));

@@ -418,6 +418,25 @@ TEST(CalibrateJson, RawDataAndProfileRoundTrip) {
   EXPECT_NE(e.errors().front().where.find("raw.json:/gemm/0/stats"), std::string::npos);
 }
 
+// A table that is not a list (found by calibration_json_fuzz: indexing an object or a string by
+// position threw nlohmann's type_error out of the loader) is reported where it is.
+TEST(CalibrateJson, TablesThatAreNotListsAreReported) {
+  FakeBackend b;
+  FakeComm c;
+  Json bad = to_json(run_fake(b, c));
+  bad["gemm"] = {{"a", {{"stats", {{"median_s", 1}}}}}};
+  bad["memory"] = "x";
+  bad["rejected"] = 7;
+  auto e = calibration_from_json(bad, "raw.json:");
+  ASSERT_FALSE(e.ok());
+  const std::string text = e.error_text();
+  EXPECT_NE(text.find("raw.json:/gemm: expected an array, got {"), std::string::npos) << text;
+  EXPECT_NE(text.find("raw.json:/memory: expected an array, got \"x\""), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("raw.json:/rejected: expected an array, got 7"), std::string::npos)
+      << text;
+}
+
 TEST(CalibrateCheck, ComparesMatchingPoints) {
   FakeBackend b;
   FakeComm c;

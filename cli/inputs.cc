@@ -412,13 +412,16 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
     d.insert(d.end(), hw.errors().begin(), hw.errors().end()), have_hw = false;
 
   // GPU count and dp: either may be derived from the other.
-  const int model_par = std::max(1, p.tp) * std::max(1, p.pp) * std::max(1, p.cp);
+  // In 64 bits: degrees read from a plan file are only bounded by validate_plan, below. A
+  // product past kMaxGpus divides no GPU count validate_plan accepts.
+  const int64_t model_par =
+      int64_t{std::max(1, p.tp)} * std::max(1, p.pp) * std::max(1, p.cp);
   const bool dp_given = f.dp != kUnset || sc.dp_given;
   int gpus = f.gpus != kUnset ? static_cast<int>(f.gpus) : sc.num_gpus.value_or(0);
   bool gpus_error = false;
   if (!dp_given) {
     if (gpus <= 0) gpus = 64;
-    p.dp = std::max(1, gpus / model_par);
+    p.dp = static_cast<int>(std::max<int64_t>(1, gpus / model_par));
     if (check_layout && gpus % model_par != 0) {
       d.push_back({locate("gpus"),
                    "gpus=" + std::to_string(gpus) +
@@ -427,7 +430,9 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
       gpus_error = true;
     }
   } else if (gpus <= 0) {
-    gpus = p.gpus();
+    // Clamped rather than wrapped: validate_plan names a product past kMaxGpus.
+    const int64_t product = model_par * std::max(1, p.dp);
+    gpus = static_cast<int>(std::min<int64_t>(product, std::numeric_limits<int>::max()));
   }
   run.cluster.num_gpus = gpus;
   run.plan = p;

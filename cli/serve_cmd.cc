@@ -296,11 +296,17 @@ int run(Opts o) {
   d.pp = o.pp;
   d.ep = o.ep;
   d.precision = in->precision;
+  // Counts past the largest cluster become kMaxGpus + 1, which check_deployment refuses, rather
+  // than wrapping around in int.
+  auto bounded = [](int64_t v) {
+    return static_cast<int>(std::clamp<int64_t>(v, -1, int64_t{kMaxGpus} + 1));
+  };
   if (o.dp != kUnset)
-    d.dp = static_cast<int>(o.dp);
-  else if (o.gpus != kUnset)
-    d.dp = static_cast<int>(std::max<int64_t>(1, o.gpus / (int64_t{o.tp} * o.pp)));
-  const int gpus = o.gpus != kUnset ? static_cast<int>(o.gpus) : d.gpus();
+    d.dp = bounded(o.dp);
+  else if (o.gpus != kUnset && o.tp > 0 && o.pp > 0)  // else check_deployment says tp, pp >= 1
+    d.dp = bounded(std::max<int64_t>(1, o.gpus / (int64_t{o.tp} * o.pp)));
+  // Without --gpus there is nothing to compare tp*pp*dp with.
+  const int gpus = o.gpus == kUnset ? 0 : bounded(o.gpus);
   Diagnostics bad = serving::check_deployment(*s.model, d, gpus);
   if (o.rate < 0) bad.push_back({"--rate", "must be 0 (all at once) or more", ""});
   if (o.requests_file.empty() && (o.requests < 1 || o.prompt_len < 1 || o.output_len < 1))

@@ -75,7 +75,7 @@ TEST(InputBounds, PlanBoundsStopAbsurdBatchesBeforeTheScheduleIsBuilt) {
   p.global_batch = 8;
   p.dp = 1 << 20;
   p.tp = 1 << 20;  // each degree in bounds; their product 2^40 is not, and must not wrap
-  EXPECT_TRUE(mentions(validate_plan(m, c, p), "beyond any cluster"));
+  EXPECT_TRUE(mentions(validate_plan(m, c, p), "beyond the largest cluster modelled"));
 }
 
 TEST(InputBounds, ProfileTableOfTheWrongTypeIsReportedNotThrown) {

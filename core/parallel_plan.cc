@@ -1,6 +1,7 @@
 #include "core/parallel_plan.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -69,18 +70,7 @@ bool check_positive(const ParallelPlan& p, const AddDiagnostic& add) {
     if (d.v < 1) {
       add(d.name, std::string(d.name) + " must be >= 1, got " + std::to_string(d.v), "");
       degrees_ok = false;
-    } else if (d.v > kMaxGpus) {
-      add(d.name, std::string(d.name) + "=" + std::to_string(d.v) + " is beyond any cluster",
-          "at most " + std::to_string(kMaxGpus));
-      degrees_ok = false;
     }
-  }
-  // In 64 bits: four degrees of up to 2^20 each cannot overflow it.
-  const int64_t gpus = int64_t{p.tp} * p.pp * p.dp * p.cp;
-  if (degrees_ok && gpus > kMaxGpus) {
-    add("dp", "tp*pp*dp*cp=" + std::to_string(gpus) + " GPUs is beyond any cluster",
-        "at most " + std::to_string(kMaxGpus));
-    degrees_ok = false;
   }
   if (p.seq_len <= 0)
     add("seq", "seq must be positive, got " + std::to_string(p.seq_len), "");
@@ -98,6 +88,36 @@ bool check_positive(const ParallelPlan& p, const AddDiagnostic& add) {
             " micro-batches per pipeline step",
         "at most " + std::to_string(kMaxMicrobatches) + ": raise --mbs or --dp");
   return degrees_ok;
+}
+
+/// Degrees, and the products the checks below form, within kMaxGpus (so no product of them
+/// overflows int); false when one is not. Degrees are positive (check_positive).
+bool check_bounded(const ParallelPlan& p, const Cluster& c, const AddDiagnostic& add) {
+  const std::string limit = "at most " + std::to_string(kMaxGpus) + " GPUs";
+  auto str = [](int v) { return std::to_string(v); };
+  bool ok = true;
+  if (c.num_gpus > kMaxGpus) {
+    add("gpus", "gpus=" + str(c.num_gpus) + " is beyond the largest cluster modelled", limit);
+    ok = false;
+  }
+  if (!within_max_gpus({p.tp, p.pp, p.dp, p.cp})) {
+    add("gpus",
+        "tp*pp*dp*cp=" + str(p.tp) + "*" + str(p.pp) + "*" + str(p.dp) + "*" + str(p.cp) +
+            " is beyond the largest cluster modelled",
+        limit);
+    ok = false;
+  }
+  if (!within_max_gpus({p.ep, p.etp})) {
+    add("ep", "ep*etp=" + str(p.ep) + "*" + str(p.etp) + " is beyond the largest cluster modelled",
+        limit);
+    ok = false;
+  }
+  if (!within_max_gpus({p.pp, p.vpp})) {
+    add("vpp", "pp*vpp=" + str(p.pp) + "*" + str(p.vpp) + " is beyond the largest cluster modelled",
+        "each virtual stage needs at least one layer");
+    ok = false;
+  }
+  return ok;
 }
 
 /// How the layout splits the model: heads over tp, layers over stages, the schedule.
@@ -175,13 +195,24 @@ void check_experts(const ModelSpec& m, const ParallelPlan& p, const AddDiagnosti
 
 }  // namespace
 
+bool within_max_gpus(std::initializer_list<int> factors) {
+  // Stops multiplying once past the bound, so the running product (< 2^24 * 2^31) never
+  // overflows.
+  int64_t product = 1;
+  for (int f : factors) {
+    product *= f;
+    if (product > kMaxGpus) return false;
+  }
+  return true;
+}
+
 Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPlan& p,
                           const FieldLocator& loc) {
   Diagnostics out;
   const AddDiagnostic add = [&](const char* f, std::string what, std::string hint) {
     out.push_back({loc(f), std::move(what), std::move(hint)});
   };
-  if (!check_positive(p, add)) return out;
+  if (!check_positive(p, add) || !check_bounded(p, c, add)) return out;
   if (c.num_gpus <= 0)
     add("gpus", "gpus must be positive, got " + std::to_string(c.num_gpus), "");
   else if (p.gpus() != c.num_gpus)

@@ -5,6 +5,7 @@
 #include <compare>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 
 #include "core/hw_profile.h"
@@ -93,6 +94,10 @@ inline constexpr int64_t kMaxSeqLen = int64_t{1} << 25;
 inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 24;
 /// The schedule holds each micro-batch's forward and backward on every stage.
 inline constexpr int64_t kMaxMicrobatches = int64_t{1} << 16;
+/// Whether the product of positive degrees stays within kMaxGpus (computed without overflow). The
+/// simulator and planner count ranks in `int`; under this bound a rank index times a small factor
+/// (2*cp, a group's stride times its size) stays inside it.
+bool within_max_gpus(std::initializer_list<int> factors);
 
 /// Names where a plan field came from, for diagnostics: a flag ("--tp") or a JSON path.
 /// Fields: tp pp dp cp ep etp vpp mbs gbs seq sp zero schedule precision gpus.

@@ -238,6 +238,35 @@ TEST_F(ParallelPlanTest, DegreesBelowOneAreReportedTogether) {
   EXPECT_TRUE(mentions(d, "--gbs: gbs must be positive, got 0")) << text(d);
 }
 
+// 2^30 GPUs overflowed int in the planner, the rank map and the lowering (UBSan); such layouts
+// are refused here, before anything multiplies degrees, with the limit named.
+TEST_F(ParallelPlanTest, LayoutsBeyondTheLargestClusterAreRefused) {
+  ParallelPlan p = Tp8Dp8();
+  p.dp = 1 << 27;  // 8 * 2^27 = 2^30 ranks
+  const Diagnostics d = validate_plan(llama70b_, MakeCluster("h100-sxm-80gb", 1 << 30), p);
+  EXPECT_TRUE(mentions(d, "--gpus: gpus=1073741824 is beyond the largest cluster modelled"))
+      << text(d);
+  EXPECT_TRUE(mentions(d, "tp*pp*dp*cp=8*1*134217728*1 is beyond")) << text(d);
+  EXPECT_TRUE(mentions(d, "at most 1048576 GPUs")) << text(d);
+
+  // Degrees whose product overflows int are caught before it is formed.
+  p = Tp8Dp8();
+  p.cp = 1 << 30;
+  p.dp = 1 << 30;
+  p.ep = 1 << 30;
+  p.etp = 1 << 30;
+  const Diagnostics d2 = validate_plan(llama70b_, h100x64_, p);
+  EXPECT_TRUE(mentions(d2, "tp*pp*dp*cp=8*1*1073741824*1073741824 is beyond")) << text(d2);
+  EXPECT_TRUE(mentions(d2, "--ep: ep*etp=1073741824*1073741824 is beyond")) << text(d2);
+
+  // The largest cluster itself is a valid size.
+  p = Tp8Dp8();
+  p.dp = kMaxGpus / 8;
+  p.global_batch = kMaxGpus / 8;
+  EXPECT_FALSE(mentions(validate_plan(llama70b_, MakeCluster("h100-sxm-80gb", kMaxGpus), p),
+                        "beyond the largest cluster"));
+}
+
 TEST_F(ParallelPlanTest, SeveralProblemsAreAllReported) {
   ParallelPlan p = Tp8Dp8();
   p.tp = 3;                       // does not divide 64 heads (nor 8 kv heads)

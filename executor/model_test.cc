@@ -717,7 +717,10 @@ namespace {
 // to the whole model's loss and gradients. In a MoE model each rank's load-balancing loss is the
 // whole microbatch's (router statistics summed over the group); rank 0 alone reports it.
 void ExpectContextParallelSums(const ModelShape& shape, uint64_t seed) {
-  for (const auto& [cp, balanced] : {std::pair{2, false}, {3, false}, {2, true}, {3, true}}) {
+  for (const auto& setting : {std::pair{2, false}, {3, false}, {2, true}, {3, true}}) {
+    // Named copies, not a structured binding: lambdas below capture them (clang 14 cannot).
+    const int cp = setting.first;
+    const bool balanced = setting.second;
     const Transformer<double> whole(shape);
     const std::vector<double> p = rich_params(whole, seed);
     std::vector<double> g(p.size(), 0.0);

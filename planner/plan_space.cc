@@ -367,6 +367,11 @@ Diagnostics validate_request(const PlanRequest& r) {
   const PlanConstraints& c = r.constraints;
   if (r.cluster.num_gpus <= 0)
     d.push_back({"--gpus", "gpus must be positive, got " + std::to_string(r.cluster.num_gpus), ""});
+  else if (r.cluster.num_gpus > kMaxGpus)
+    d.push_back(
+        {"--gpus",
+         "gpus=" + std::to_string(r.cluster.num_gpus) + " is beyond the largest cluster modelled",
+         "at most " + std::to_string(kMaxGpus) + " GPUs"});
   if (r.global_batch <= 0)
     d.push_back({"--gbs", "gbs must be positive, got " + std::to_string(r.global_batch), ""});
   if (r.seq_len <= 0)

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/text.h"
+#include "planner/thread_arena.h"
 
 namespace parallax {
 namespace {
@@ -310,7 +311,8 @@ Result<SearchResult> search_plans(const PlanRequest& request, const SearchOption
                     "e.g. --tokens 15e12"});
   if (!errs.empty()) return errs;
 
-  tbb::task_arena arena(opt.threads > 0 ? opt.threads : tbb::task_arena::automatic);
+  ThreadArena threads(opt.threads);
+  tbb::task_arena& arena = threads.arena();
   SearchResult result;
   SearchStats& stats = result.stats;
   stats.headroom = request.constraints.memory_headroom;

@@ -145,6 +145,16 @@ TEST(Search, BadRequestReportsEveryProblem) {
   EXPECT_TRUE(testing::mentions(found.errors(), "--memory-headroom"));
 }
 
+// 2^30 GPUs overflowed int in the layout enumeration (2 * cp, dp * cp * tp); the request is
+// refused first, naming the bound.
+TEST(Search, GpusBeyondTheLargestClusterAreRefused) {
+  auto found = search_plans(request("llama3.1-8b", 1 << 30, 1 << 30, 4096));
+  ASSERT_FALSE(found);
+  EXPECT_TRUE(testing::mentions(found.errors(),
+                                "--gpus: gpus=1073741824 is beyond the largest cluster modelled"))
+      << found.error_text();
+}
+
 // A deadline: the cost objective may pick fewer GPUs at better efficiency; --max-days keeps only
 // plans that train the budget in time, and is refused without a budget.
 TEST(Search, MaxDaysKeepsOnlyPlansThatMeetTheDeadline) {

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "core/text.h"
+#include "planner/thread_arena.h"
 #include "simulator/serving/pd_sim.h"
 #include "simulator/serving/serve_sim.h"
 #include "simulator/serving/step_shape.h"
@@ -79,6 +80,9 @@ Diagnostics validate(const ServePlanRequest& r, const ServePlanOptions& opt) {
   };
   const ServeWorkload& w = r.workload;
   if (r.gpus < 1) bad("--gpus", "must be at least 1, got " + std::to_string(r.gpus));
+  if (r.gpus > kMaxGpus)
+    bad("--gpus", "gpus=" + std::to_string(r.gpus) + " is beyond the largest cluster modelled",
+        "at most " + std::to_string(kMaxGpus) + " GPUs");
   if (w.requests < 1) bad("--requests", "must be at least 1, got " + std::to_string(w.requests));
   if (w.prompt_len < 1 || w.output_len < 1)
     bad("--prompt-len", "prompt and output lengths must be at least 1, got " +
@@ -478,7 +482,8 @@ Result<ServePlanResult> search_deployments(const ServePlanRequest& r, const Serv
   ServePlanResult result;
   result.candidates = space.candidates;
   result.pruned = pruned_counts(space, r.hw);
-  tbb::task_arena arena(opt.threads > 0 ? opt.threads : tbb::task_arena::automatic);
+  ThreadArena threads(opt.threads);
+  tbb::task_arena& arena = threads.arena();
   result.ranked = simulate_all(r, space.kept, arena);
   result.simulated = static_cast<int64_t>(space.kept.size());
   if (result.ranked.empty()) {

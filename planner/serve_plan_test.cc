@@ -228,6 +228,14 @@ TEST(ServePlan, RefusesBadRequestsWithEveryReason) {
   EXPECT_TRUE(mentions(s.errors(), "--max-load")) << text(s.errors());
 }
 
+// 2^30 GPUs overflowed int in the deployment enumeration (tp * pp); refused first.
+TEST(ServePlan, RefusesGpusBeyondTheLargestCluster) {
+  auto s = search_deployments(small_request(1 << 30), ServePlanOptions{});
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(mentions(s.errors(), "--gpus: gpus=1073741824 is beyond the largest cluster"))
+      << text(s.errors());
+}
+
 // Bisection: the highest rate found meets the SLO, the failing rate just above it does not, and
 // they are one bisection step apart (2 x saturation / 2^steps).
 TEST(ServePlan, MaxLoadFindsTheRateWhereTheSloStopsHolding) {

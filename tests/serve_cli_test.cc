@@ -144,6 +144,20 @@ TEST(ServeCli, WideExpertParallelismStepsTheReplicasTogether) {
   EXPECT_TRUE(Has(bad, "--ep: ep=4 above tp spreads the experts over every replica")) << bad;
 }
 
+// tp*pp past int overflowed (UBSan) before the deployment was checked, --gpus 2^40 set up
+// 2^40 replicas, and --tp 0 with --gpus divided by zero (SIGFPE): each is refused at its flag.
+TEST(ServeCli, DeploymentsBeyondTheLargestClusterAreBadInput) {
+  const CliRun r = Parallax("serve --model llama3.1-8b --tp 1073741824 --pp 4 --requests 2");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "error: --tp: got '1073741824', want an integer in [1, 65536]")) << r;
+  const CliRun g = Parallax("serve --model llama3.1-8b --gpus 1099511627776 --requests 2");
+  EXPECT_EQ(g.exit_code, 2) << g;
+  EXPECT_TRUE(Has(g, "error: --gpus: got '1099511627776'")) << g;
+  const CliRun zero = Parallax("serve --model llama3.1-8b --gpus 8 --tp 0 --requests 2");
+  EXPECT_EQ(zero.exit_code, 2) << zero;
+  EXPECT_TRUE(Has(zero, "error: --tp: got '0'")) << zero;
+}
+
 TEST(ServeCli, BadDeploymentsAndTracesSayWhereAndWhy) {
   CliRun r = Parallax("serve --model llama3.1-70b --gpus 8 --tp 3");
   EXPECT_EQ(r.exit_code, 2) << r;

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/parallel_plan.h"
 #include "core/rank_map.h"
 #include "core/text.h"
 #include "core/units.h"
@@ -65,6 +66,15 @@ Diagnostics check_deployment(const ModelSpec& m, const Deployment& d, int gpus) 
     bad("--tp", "tp, pp, dp and ep must be at least 1, got tp=" + std::to_string(d.tp) +
                     " pp=" + std::to_string(d.pp) + " dp=" + std::to_string(d.dp) +
                     " ep=" + std::to_string(d.ep));
+    return out;
+  }
+  // Past this, tp*pp*dp overflows int and the replicas would take hours to simulate.
+  if (gpus > kMaxGpus || !within_max_gpus({d.tp, d.pp, d.dp}) || !within_max_gpus({d.ep})) {
+    bad("--gpus",
+        "gpus=" + std::to_string(gpus) + ", tp*pp*dp=" + std::to_string(d.tp) + "*" +
+            std::to_string(d.pp) + "*" + std::to_string(d.dp) + ", ep=" + std::to_string(d.ep) +
+            ": beyond the largest cluster modelled",
+        "at most " + std::to_string(kMaxGpus) + " GPUs");
     return out;
   }
   if (gpus > 0 && d.gpus() != gpus)

@@ -95,7 +95,11 @@ struct StepShape {
 /// One step of one replica, in seconds.
 class StepCost {
  public:
+  /// Keeps references to `m` and `hw`, which must outlive it.
   StepCost(const ModelSpec& m, const HwProfile& hw, const Deployment& d);
+  // A temporary model or profile would dangle (ASan: stack-use-after-scope in a test).
+  StepCost(ModelSpec&&, const HwProfile&, const Deployment&) = delete;
+  StepCost(const ModelSpec&, HwProfile&&, const Deployment&) = delete;
 
   /// The step's time: every pipeline stage's forward over the step's tokens one after the
   /// other with the activations sent between stages (one batch in flight, as an engine without

@@ -179,6 +179,25 @@ TEST(Deployment, BadLayoutsAreNamed) {
   EXPECT_EQ(check_deployment(zoo("mixtral-8x7b"), d, 2).at(0).where, "--max-num-batched-tokens");
 }
 
+// serve --tp 2^30 --pp 4 overflowed int in Deployment::gpus() (UBSan), and --gpus 2^30 made
+// 2^30 replicas to simulate; both are refused with the limit.
+TEST(Deployment, BeyondTheLargestClusterIsRefused) {
+  const ModelSpec m = zoo("llama3.1-8b");
+  Deployment d;
+  d.tp = 1 << 30;
+  d.pp = 4;
+  Diagnostics e = check_deployment(m, d, 0);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].str().find("tp*pp*dp=1073741824*4*1, ep=1: beyond the largest cluster modelled"),
+            std::string::npos)
+      << e[0].str();
+  d = Deployment{};
+  d.dp = 1 << 30;
+  e = check_deployment(m, d, 1 << 30);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].str().find("at most 1048576 GPUs"), std::string::npos) << e[0].str();
+}
+
 // Wide expert parallelism: ep = tp * dp with pp 1, the experts dividing it.
 TEST(Deployment, WideExpertParallelismSpansEveryReplica) {
   const ModelSpec q = zoo("qwen3-30b-a3b");  // 128 experts
@@ -258,7 +277,8 @@ TEST(StepCost, LockstepIsTheSlowestReplicaPlusTheSharedExperts) {
   d.tp = 1;
   d.dp = 8;
   d.ep = 8;
-  const StepCost cost(q, h100(), d);
+  const HwProfile hw = h100();  // StepCost keeps a reference: not a temporary
+  const StepCost cost(q, hw, d);
   const StepShape dec = decode_step(64, 1024);
   StepShape pre;
   pre.prefills.push_back({2048, 0});
