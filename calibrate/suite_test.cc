@@ -431,10 +431,8 @@ TEST(CalibrateJson, TablesThatAreNotListsAreReported) {
   ASSERT_FALSE(e.ok());
   const std::string text = e.error_text();
   EXPECT_NE(text.find("raw.json:/gemm: expected an array, got {"), std::string::npos) << text;
-  EXPECT_NE(text.find("raw.json:/memory: expected an array, got \"x\""), std::string::npos)
-      << text;
-  EXPECT_NE(text.find("raw.json:/rejected: expected an array, got 7"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("raw.json:/memory: expected an array, got \"x\""), std::string::npos) << text;
+  EXPECT_NE(text.find("raw.json:/rejected: expected an array, got 7"), std::string::npos) << text;
 }
 
 TEST(CalibrateCheck, ComparesMatchingPoints) {
