@@ -190,11 +190,7 @@ Result<CalibrationData> calibration_from_json(const Json& j, const std::string& 
     else
       diag.push_back({w + "/op", "unknown collective '" + op + "'",
                       "all_reduce, all_gather, reduce_scatter, all_to_all, send_recv"});
-    const std::string link = r.string("link", "scale_up");
-    if (link != "scale_up" && link != "scale_out")
-      diag.push_back({w + "/link", "unknown link '" + text_excerpt(link, 40) + "'",
-                      "valid: scale_up, scale_out"});
-    p.link = link == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
+    p.link = read_link(r, &diag);
     p.ranks = static_cast<int>(r.integer_in("ranks", 2, 1 << 20, "a collective spans 2+ ranks"));
     p.stride = static_cast<int>(r.integer_in("stride", 1, 1 << 20, "ranks between members", 1));
     p.bytes = r.number_in("bytes", 1, 1e15, "bytes a collective moves");

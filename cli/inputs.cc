@@ -414,8 +414,7 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
   // GPU count and dp: either may be derived from the other.
   // In 64 bits: degrees read from a plan file are only bounded by validate_plan, below. A
   // product past kMaxGpus divides no GPU count validate_plan accepts.
-  const int64_t model_par =
-      int64_t{std::max(1, p.tp)} * std::max(1, p.pp) * std::max(1, p.cp);
+  const int64_t model_par = int64_t{std::max(1, p.tp)} * std::max(1, p.pp) * std::max(1, p.cp);
   const bool dp_given = f.dp != kUnset || sc.dp_given;
   int gpus = f.gpus != kUnset ? static_cast<int>(f.gpus) : sc.num_gpus.value_or(0);
   bool gpus_error = false;
@@ -445,19 +444,7 @@ Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
   return run;
 }
 
-std::string printable(const std::string& s) {
-  constexpr size_t kMax = 2000;
-  std::string out;
-  for (size_t i = 0; i < s.size() && out.size() < kMax; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
-      out += text_excerpt(s.substr(i, 1));
-    else
-      out += static_cast<char>(c);
-  }
-  if (out.size() >= kMax && s.size() > kMax) out += "... (" + format_bytes(s.size()) + " in all)";
-  return out;
-}
+std::string printable(const std::string& s) { return text_excerpt(s, 2000, /*keep_layout=*/true); }
 
 int report_errors(const Diagnostics& d) {
   // One write per line: the ranks of an MPI job share the terminal, and unbuffered pieces of

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/json_read.h"
+
 namespace parallax {
 namespace {
 
@@ -311,10 +313,7 @@ void refuse_unmodelled_fields(ConfigReader& r, const Family& f) {
       r.error(key, "sparse attention with a token indexer is not modelled",
               "the model would be simulated with dense attention");
   if (const json* q = r.raw("quantization_config")) {
-    const std::string method =
-        q->is_object() && q->contains("quant_method") && (*q)["quant_method"].is_string()
-            ? (*q)["quant_method"].get<std::string>()
-            : "";
+    const std::string method = text_at(*q, "quant_method");
     // fp8 checkpoints (DeepSeek-V3's block-scaled weights) hold the architecture read here; the
     // precision the model runs in is --precision's.
     if (method != "fp8")
@@ -333,12 +332,8 @@ void read_numerics(ConfigReader& r, ModelSpec& m, const Family& f) {
   const json* rs = r.raw("rope_scaling");
   if (!rs) return;
   // Either spelling, and only when it is a string: a number there is reported, not thrown.
-  auto text_of = [&](const char* key) {
-    return rs->is_object() && rs->contains(key) && (*rs)[key].is_string()
-               ? (*rs)[key].get<std::string>()
-               : std::string();
-  };
-  const std::string type = !text_of("rope_type").empty() ? text_of("rope_type") : text_of("type");
+  const std::string rope_type = text_at(*rs, "rope_type");
+  const std::string type = !rope_type.empty() ? rope_type : text_at(*rs, "type");
   const double factor = rs->is_object() && rs->contains("factor") && (*rs)["factor"].is_number()
                             ? (*rs)["factor"].get<double>()
                             : 0;

@@ -195,7 +195,8 @@ constexpr IntField kIntFields[] = {
     {"shared_processors", &HwProfile::shared_processors, false},
 };
 
-/// A table row's "link": scale_up (the default) or scale_out; another name is reported.
+}  // namespace
+
 LinkClass read_link(JsonFields& s, Diagnostics* d) {
   const std::string link = s.string("link", "scale_up");
   if (link != "scale_up" && link != "scale_out")
@@ -203,6 +204,8 @@ LinkClass read_link(JsonFields& s, Diagnostics* d) {
                   "valid: scale_up, scale_out"});
   return link == "scale_out" ? LinkClass::kScaleOut : LinkClass::kScaleUp;
 }
+
+namespace {
 
 void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnostics* d) {
   JsonFields f(t, where, d);

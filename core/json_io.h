@@ -22,6 +22,10 @@ Json to_json(const ModelSpec& m);
 Result<HwProfile> profile_from_json(const Json& j, const std::string& where);
 Json to_json(const HwProfile& p);
 
+/// A measured table row's "link": scale_up (the default) or scale_out; another name is reported
+/// at the row's "/link". Shared by hardware profiles and raw calibrations.
+LinkClass read_link(JsonFields& row, Diagnostics* d);
+
 /// Enum names accepted in files and flags.
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<ScheduleKind> parse_schedule(const std::string& s);

@@ -169,12 +169,14 @@ Result<Json> parse_json(std::string_view text, const std::string& where, int fir
   return Diagnostic{located(text, at, where, first_line), text_excerpt(what, 200), ""};
 }
 
-std::string text_excerpt(std::string_view s, size_t max_chars) {
+std::string text_excerpt(std::string_view s, size_t max_chars, bool keep_layout) {
   std::string out;
   size_t i = 0;
   for (; i < s.size() && out.size() < max_chars; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') {
+    if (keep_layout && (c == '\n' || c == '\t')) {
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
       out += "\\n";
     } else if (c == '\t') {
       out += "\\t";
@@ -198,6 +200,12 @@ std::string json_excerpt(const Json& v, size_t max_chars) {
            std::to_string(v.size()) + (v.is_object() ? " keys" : " items");
   if (v.is_string()) return "\"" + text_excerpt(v.get_ref<const std::string&>(), max_chars) + "\"";
   return text_excerpt(v.dump(), max_chars);
+}
+
+std::string text_at(const Json& o, const char* key, const std::string& fallback) {
+  if (!o.is_object()) return fallback;
+  const auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
 std::optional<std::string> bad_name(std::string_view s) {

@@ -28,11 +28,16 @@ inline constexpr int kMaxJsonDepth = 64;
 Result<Json> parse_json(std::string_view text, const std::string& where, int first_line = 1);
 
 /// `s` for an error message: control characters escaped (\n, \x1b, ...), cut to about
-/// `max_chars` with the total size said, so one bad value cannot flood a terminal.
-std::string text_excerpt(std::string_view s, size_t max_chars = 80);
+/// `max_chars` with the total size said, so one bad value cannot flood a terminal. With
+/// `keep_layout`, line breaks and tabs stay as they are (a whole message, not one value).
+std::string text_excerpt(std::string_view s, size_t max_chars = 80, bool keep_layout = false);
 /// A JSON value for an error message: its compact text through text_excerpt (containers larger
 /// than the excerpt are described by type and size, never printed whole).
 std::string json_excerpt(const Json& v, size_t max_chars = 80);
+
+/// The string at `key` of object `o`; `fallback` when `o` is no object, lacks the key, or holds
+/// another type there. For reading files whose fields are checked elsewhere or not at all.
+std::string text_at(const Json& o, const char* key, const std::string& fallback = "");
 
 /// Collects typed fields from a JSON object, recording a diagnostic for each missing or mistyped
 /// one. Numbers in hw profiles may be {"value": x, "source": "..."}; `sources()` keeps the texts.

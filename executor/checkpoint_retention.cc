@@ -36,18 +36,14 @@ std::optional<std::vector<std::string>> listed_shards(const fs::path& manifest, 
   // Through the one parsing layer: a damaged manifest is no manifest, never an exception.
   const auto parsed = parse_json(text.str(), manifest.string());
   const Json m = parsed ? parsed.value() : Json();
-  auto text_of = [](const Json& o, const char* key) {
-    return o.is_object() && o.contains(key) && o.at(key).is_string() ? o.at(key).get<std::string>()
-                                                                     : std::string();
-  };
-  if (!m.is_object() || text_of(m, "format") != kCheckpointFormat || !m.contains("shards") ||
+  if (!m.is_object() || text_at(m, "format") != kCheckpointFormat || !m.contains("shards") ||
       !m["shards"].is_array()) {
     *why = std::string("its manifest is not a ") + kCheckpointFormat + " manifest";
     return std::nullopt;
   }
   std::vector<std::string> files;
   for (const auto& s : m["shards"]) {
-    const std::string file = text_of(s, "file");
+    const std::string file = text_at(s, "file");
     if (!is_shard_name(file)) {
       *why = "its manifest lists '" + text_excerpt(file, 60) + "', not a shard file name";
       return std::nullopt;

@@ -373,9 +373,7 @@ Result<TrainResult> train(const ModelShape& shape, const TokenSource& data, cons
     if (!ckpt) return ckpt.errors();
     const nlohmann::json& meta = ckpt->meta();
     if (Diagnostics d = check_checkpoint_model(*ckpt, shape); !d.empty()) return d;
-    const std::string data = meta.contains("data") && meta["data"].is_string()
-                                 ? meta["data"].get<std::string>()
-                                 : std::string("(not recorded)");
+    const std::string data = text_at(meta, "data", "(not recorded)");
     if (data != o.data_name)
       return Diagnostic{ckpt->path(),
                         "the checkpoint was trained on " + text_excerpt(data, 200) +
