@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/inputs.h"
 #include "core/measured_run.h"
 #include "planner/replan.h"
 #include "simulator/validate.h"
@@ -69,20 +70,125 @@ int report_rejected(const Diagnostics& rejected, size_t predicted, const std::st
                                    std::to_string(rejected.size()) + " rejected; see above"}});
 }
 
-void print_table(const ValidationSummary& s, size_t rejected) {
+void print_classes(const ValidationSummary& s, const std::vector<std::string>& by) {
+  for (const auto& dim : by) {
+    std::printf("\nby %s:\n  %-5s %7s %7s %8s  %s\n", dim.c_str(), "n", "MAPE", "max", "bias",
+                "class");
+    for (const auto& g : summarize_by(s.rows, dim))
+      std::printf("  %-5d %6.1f%% %6.1f%% %+7.1f%%  %s\n", g.n, 100 * g.mape, 100 * g.max_abs_error,
+                  100 * g.mean_error, g.name.c_str());
+  }
+}
+
+void print_sweeps(const ValidationSummary& s) {
+  if (s.sweeps.empty()) return;
+  std::printf("\nrank correlation within sweeps (Spearman, predicted vs measured throughput):\n");
+  for (const auto& w : s.sweeps)
+    std::printf("  n=%-3d rho %+5.2f  %s\n", w.n, w.spearman, w.sweep.c_str());
+  std::printf("  mean rho %+.2f over %zu sweeps\n", s.mean_spearman, s.sweeps.size());
+}
+
+void print_table(const ValidationSummary& s, size_t rejected, const std::vector<std::string>& by) {
   std::printf("%-40s %-22s %12s %12s %9s\n", "id", "metric", "measured", "predicted", "error");
-  for (const auto& r : s.rows)
+  for (const auto& r : s.rows) {
     std::printf("%-40s %-22s %12.4g %12.4g %+8.1f%%%s\n", r.id.c_str(), r.metric.c_str(),
                 r.measured, r.predicted, 100 * r.error,
                 r.fits ? "" : "  (filled plan does not fit in memory)");
-  std::printf("\nn=%zu  MAPE %.1f%%  max |error| %.1f%%  rejected %zu\n", s.rows.size(),
-              100 * s.mape, 100 * s.max_abs_error, rejected);
-  if (s.by_source.size() > 1) {
-    std::printf("\nby source:\n");
-    for (const auto& g : s.by_source)
-      std::printf("  n=%-3d MAPE %5.1f%%  mean error %+6.1f%%  %s\n", g.n, 100 * g.mape,
-                  100 * g.mean_error, g.source.c_str());
+    if (!r.completed.empty()) std::printf("  completed by search: %s\n", r.completed.c_str());
   }
+  std::printf(
+      "\nn=%zu  MAPE %.1f%%  max |error| %.1f%%  bias %+.1f%%  completed %d  rejected %zu\n",
+      s.rows.size(), 100 * s.mape, 100 * s.max_abs_error, 100 * s.mean_error, s.completed,
+      rejected);
+  print_classes(s, by);
+  print_sweeps(s);
+}
+
+Json summary_json(const ValidationSummary& s, const std::vector<std::string>& by,
+                  const Diagnostics& rejected) {
+  Json recs = Json::array();
+  for (const auto& r : s.rows) {
+    Json j = {{"id", r.id},
+              {"metric", r.metric},
+              {"measured", r.measured},
+              {"predicted", r.predicted},
+              {"error", r.error},
+              {"fits", r.fits}};
+    for (size_t k = 0; k < r.classes.size(); ++k) j[class_dimensions()[k]] = r.classes[k];
+    if (!r.sweep.empty()) j["sweep"] = r.sweep;
+    if (!r.completed.empty()) j["completed_layout"] = r.completed;
+    recs.push_back(j);
+  }
+  Json classes = Json::object();
+  for (const auto& dim : by) {
+    Json groups = Json::array();
+    for (const auto& g : summarize_by(s.rows, dim))
+      groups.push_back({{"class", g.name},
+                        {"n", g.n},
+                        {"mape", g.mape},
+                        {"max_abs_error", g.max_abs_error},
+                        {"mean_error", g.mean_error}});
+    classes[dim] = groups;
+  }
+  Json sweeps = Json::array();
+  for (const auto& w : s.sweeps)
+    sweeps.push_back({{"sweep", w.sweep}, {"n", w.n}, {"spearman", w.spearman}});
+  Json skipped = Json::array();
+  for (const auto& d : rejected)
+    skipped.push_back({{"where", d.where}, {"reason", d.what}, {"hint", d.hint}});
+  return {{"records", recs},
+          {"by", classes},
+          {"sweeps", sweeps},
+          {"mean_spearman", s.mean_spearman},
+          {"mape", s.mape},
+          {"max_abs_error", s.max_abs_error},
+          {"mean_error", s.mean_error},
+          {"n", s.rows.size()},
+          {"completed", s.completed},
+          {"rejected", skipped},
+          {"fill_rule", kFillRule}};
+}
+
+/// Predicts every record, completing the layouts of records with unknown degrees first.
+std::vector<ValidationRow> predict_all(const std::vector<MeasuredRun>& runs,
+                                       const std::vector<HwProfile>& profiles,
+                                       Diagnostics* rejected) {
+  std::vector<ValidationRow> rows;
+  for (const auto& r : runs) {
+    std::optional<ParallelPlan> completed;
+    if (!unknown_degrees(r).empty()) {
+      auto hw = find_profile(profiles, r.gpu, r.where + "/cluster/gpu");
+      auto plan = hw ? complete_layout(r, hw.value()) : Result<ParallelPlan>(hw.errors());
+      if (!plan) {
+        rejected->insert(rejected->end(), plan.errors().begin(), plan.errors().end());
+        continue;
+      }
+      completed = plan.value();
+    }
+    auto row = predict_record(r, profiles, completed);
+    if (!row) {
+      rejected->insert(rejected->end(), row.errors().begin(), row.errors().end());
+      continue;
+    }
+    rows.push_back(row.value());
+    if (completed) rows.back().completed = layout_label(*completed);
+  }
+  return rows;
+}
+
+/// "source,part" -> {"source", "part"}; "all" -> every dimension; an unknown one is an error.
+Result<std::vector<std::string>> parse_by(const std::string& list) {
+  if (list == "all") return class_dimensions();
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string d; std::getline(in, d, ',');) {
+    const auto& dims = class_dimensions();
+    if (std::find(dims.begin(), dims.end(), d) == dims.end())
+      return Diagnostic{"--by", "unknown class '" + printable(d) + "'",
+                        "valid: " + class_dimension_names() + ", or all"};
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  }
+  return out;
 }
 
 /// The planner's best plan against each record's published layout.
@@ -132,7 +238,7 @@ int print_replan(const std::vector<MeasuredRun>& runs, const std::vector<HwProfi
 
 void add_validate_command(CLI::App& app, int* exit_code) {
   struct Opts {
-    std::string file, format = "table", profiles_dir;
+    std::string file, format = "table", profiles_dir, by = "source";
     bool replan = false;
   };
   auto o = std::make_shared<Opts>();
@@ -146,8 +252,16 @@ void add_validate_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--replan", o->replan,
                 "also search each record's best layout and compare it with the published one "
                 "(both simulated)");
+  cmd->add_option("--by", o->by,
+                  "classes to break the error down by, comma-separated: " +
+                      class_dimension_names() + ", or all (default: source)");
   cmd->footer(std::string("Fill rule: ") + kFillRule);
   cmd->callback([o, exit_code] {
+    const auto by = parse_by(o->by);
+    if (!by) {
+      *exit_code = report_errors(by.errors());
+      return;
+    }
     auto records = read_records(o->file);
     if (!records) {
       *exit_code = report_errors(records.errors());
@@ -164,44 +278,18 @@ void add_validate_command(CLI::App& app, int* exit_code) {
           print_replan(runs, profiles.value(), o->format == "json", records->rejected, o->file);
       return;
     }
-    std::vector<ValidationRow> rows;
     Diagnostics rejected = records->rejected;
-    for (const auto& r : runs) {
-      auto row = predict_record(r, profiles.value());
-      if (row)
-        rows.push_back(row.value());
-      else
-        rejected.insert(rejected.end(), row.errors().begin(), row.errors().end());
-    }
+    std::vector<ValidationRow> rows = predict_all(runs, profiles.value(), &rejected);
     if (const int rc = report_rejected(rejected, rows.size(), o->file); rc != 0) {
       *exit_code = rc;
       return;
     }
     const ValidationSummary s = summarize(std::move(rows));
     if (o->format == "json") {
-      Json recs = Json::array();
-      for (const auto& r : s.rows)
-        recs.push_back({{"id", r.id},
-                        {"metric", r.metric},
-                        {"measured", r.measured},
-                        {"predicted", r.predicted},
-                        {"error", r.error}});
-      Json sources = Json::array();
-      for (const auto& g : s.by_source)
-        sources.push_back(
-            {{"source", g.source}, {"n", g.n}, {"mape", g.mape}, {"mean_error", g.mean_error}});
-      Json skipped = Json::array();
-      for (const auto& d : rejected)
-        skipped.push_back({{"where", d.where}, {"reason", d.what}, {"hint", d.hint}});
-      std::cout << Json{{"records", recs},       {"by_source", sources},
-                        {"mape", s.mape},        {"max_abs_error", s.max_abs_error},
-                        {"n", s.rows.size()},    {"rejected", skipped},
-                        {"fill_rule", kFillRule}}
-                       .dump(2)
-                << "\n";
+      std::cout << summary_json(s, by.value(), rejected).dump(2) << "\n";
     } else {
       std::printf("fill rule: %s\n\n", kFillRule);
-      print_table(s, rejected.size());
+      print_table(s, rejected.size(), by.value());
     }
     *exit_code = 0;
   });

@@ -11,6 +11,14 @@ std::optional<int> opt_int(JsonFields& f, const char* key) {
   if (!f.has(key)) return std::nullopt;
   return static_cast<int>(f.integer(key));
 }
+/// A parallel degree: `absent` when the key is left out, nullopt when it is null (the source
+/// does not say).
+std::optional<int> degree(JsonFields& f, const Json& obj, const char* key,
+                          std::optional<int> absent) {
+  if (!obj.contains(key)) return absent;
+  if (obj.at(key).is_null()) return std::nullopt;
+  return static_cast<int>(f.integer_in(key, 1, kMaxGpus, "a parallel degree"));
+}
 std::optional<bool> opt_bool(JsonFields& f, const char* key) {
   if (!f.has(key)) return std::nullopt;
   return f.boolean(key);
@@ -100,12 +108,10 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
     JsonFields pf(*p, where + "/parallel", &d);
     pf.reject_unknown({"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sequence_parallel", "fsdp",
                        "distributed_optimizer"});
-    r.tp = static_cast<int>(pf.integer("tp", 1));
-    r.pp = static_cast<int>(pf.integer("pp", 1));
-    r.cp = static_cast<int>(pf.integer("cp", 1));
-    r.ep = static_cast<int>(pf.integer("ep", 1));
-    r.etp = static_cast<int>(pf.integer("etp", 1));
-    r.dp = static_cast<int>(pf.integer("dp", 0));
+    for (auto [key, target] :
+         {std::pair{"tp", &r.tp}, {"pp", &r.pp}, {"cp", &r.cp}, {"ep", &r.ep}, {"etp", &r.etp}})
+      *target = degree(pf, *p, key, 1);
+    r.dp = degree(pf, *p, "dp", std::nullopt);
     r.vpp = opt_int(pf, "vpp");
     r.sequence_parallel = opt_bool(pf, "sequence_parallel");
     r.fsdp = opt_bool(pf, "fsdp");
@@ -197,20 +203,29 @@ bool uses_pytorch_stack(const MeasuredRun& r) {
   return r.stack.pytorch_native().value_or(r.fsdp.value_or(false));
 }
 
+std::vector<std::string> unknown_degrees(const MeasuredRun& r) {
+  std::vector<std::string> out;
+  for (auto [name, v] :
+       {std::pair{"tp", r.tp}, {"pp", r.pp}, {"cp", r.cp}, {"ep", r.ep}, {"etp", r.etp}})
+    if (!v) out.emplace_back(name);
+  return out;
+}
+
 ParallelPlan to_plan(const MeasuredRun& r) {
   ParallelPlan p;
-  p.tp = r.tp;
-  p.pp = r.pp;
-  p.cp = r.cp;
-  p.ep = r.ep;
-  p.etp = r.etp;
-  p.dp = r.dp > 0 ? r.dp : (r.tp * r.pp * r.cp > 0 ? r.num_gpus / (r.tp * r.pp * r.cp) : 0);
+  p.tp = r.tp.value_or(1);
+  p.pp = r.pp.value_or(1);
+  p.cp = r.cp.value_or(1);
+  p.ep = r.ep.value_or(1);
+  p.etp = r.etp.value_or(1);
+  const int model_parallel = p.tp * p.pp * p.cp;
+  p.dp = r.dp ? *r.dp : (model_parallel > 0 ? r.num_gpus / model_parallel : 0);
   p.vpp = r.vpp.value_or(1);
   p.schedule = p.vpp > 1 ? ScheduleKind::kInterleaved1F1B : ScheduleKind::k1F1B;
   p.micro_batch = r.micro_batch.value_or(1);
   p.global_batch = r.global_batch;
   p.seq_len = r.seq_len;
-  p.sequence_parallel = r.sequence_parallel.value_or(r.tp > 1);
+  p.sequence_parallel = r.sequence_parallel.value_or(p.tp > 1);
   p.recompute = r.recompute.value_or(Recompute::kNone);
   p.fsdp = r.fsdp.value_or(false);
   p.zero_stage = r.distributed_optimizer.value_or(false) ? 1 : 0;

@@ -50,8 +50,9 @@ struct MeasuredRun {
   int64_t seq_len = 0;
   std::string gpu;
   int num_gpus = 0;
-  // Layout as recorded; nullopt = the source does not say.
-  int tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 1;
+  // Layout as recorded; nullopt = the source does not say (JSON null). A degree left out of the
+  // record is 1, except dp, which is derived from the others (num_gpus / (tp*pp*cp)).
+  std::optional<int> tp = 1, pp = 1, dp, cp = 1, ep = 1, etp = 1;
   std::optional<int> vpp, micro_batch;
   std::optional<bool> sequence_parallel, fsdp, distributed_optimizer;
   int64_t global_batch = 0;
@@ -65,7 +66,11 @@ struct MeasuredRun {
 
 /// The rule for unknown fields, printed by `parallax validate`.
 inline constexpr const char* kFillRule =
-    "unknown fields: micro_batch=1; vpp=1 (1F1B); recompute=none; sequence_parallel=(tp>1); "
+    "unknown degrees (tp, pp, cp, ep or etp given as null): the layout is completed by the "
+    "planner's search, the best one consistent with every known field, among the layouts the "
+    "record's framework runs (micro_batch, vpp, recompute and the sharding searched too when "
+    "unknown). Otherwise, unknown fields: micro_batch=1; vpp=1 (1F1B); recompute=none; "
+    "sequence_parallel=(tp>1); "
     "distributed_optimizer=false; fsdp=false; attention FLOPs counted 'full' when the record does "
     "not say; overlap of gradient reduction and parameter gathering on, TP overlap off; "
     "dropout (attention and hidden) 0.1, Megatron's default, except on PyTorch's stack (below), "
@@ -98,7 +103,13 @@ std::optional<double> arxiv_number(const std::string& url);
 /// (fsdp=true), per kFillRule.
 bool uses_pytorch_stack(const MeasuredRun& r);
 
-/// The plan the simulator runs for a record, unknown fields filled by kFillRule.
+/// The degrees (tp, pp, cp, ep, etp) the record gives as null; empty when its layout is known
+/// up to dp, which follows from the others. A record with unknown degrees is predicted on the
+/// layout the planner completes (planner/replan.h, complete_layout), never on degrees of 1.
+std::vector<std::string> unknown_degrees(const MeasuredRun& r);
+
+/// The plan the simulator runs for a record, unknown fields filled by kFillRule. Unknown degrees
+/// (unknown_degrees) read as 1 here: the plan is then only the settings a completion starts from.
 ParallelPlan to_plan(const MeasuredRun& r);
 /// The model the simulator runs for a record: its dropout, when not given, filled by kFillRule.
 ModelSpec to_model(const MeasuredRun& r);

@@ -94,7 +94,7 @@ TEST(MeasuredRun, ReadsTheRecordedFields) {
   EXPECT_EQ(r.num_gpus, 64);
   EXPECT_EQ(r.tp, 8);
   EXPECT_EQ(r.pp, 2);
-  EXPECT_EQ(r.dp, 0);  // null: derived by to_plan
+  EXPECT_FALSE(r.dp.has_value());  // null: derived by to_plan
   EXPECT_FALSE(r.vpp.has_value());
   EXPECT_FALSE(r.micro_batch.has_value());
   EXPECT_FALSE(r.sequence_parallel.has_value());

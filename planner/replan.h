@@ -1,7 +1,8 @@
 #pragma once
-/// The planner's quality bar on measured runs: for each record, the best plan the search finds
-/// for the record's model, cluster, batch and sequence (and its precision and overlap settings)
-/// against the record's published layout, both simulated.
+/// The planner on measured runs: completing a record's layout where its source leaves degrees
+/// out, and its quality bar: for each record, the best plan the search finds for the record's
+/// model, cluster, batch and sequence (and its precision and overlap settings) against the
+/// record's published layout, both simulated.
 
 #include <string>
 #include <vector>
@@ -10,6 +11,18 @@
 #include "planner/search.h"
 
 namespace parallax {
+
+/// The framework whose rules and kernels a record's runs follow: its stack's framework
+/// (Megatron-LM, NeMo and Megatron-DeepSpeed: Megatron-LM; TorchTitan and plain FSDP:
+/// TorchTitan; DeepSpeed: DeepSpeed), else as kFillRule reads the stack from the sharding.
+LaunchTarget record_framework(const MeasuredRun& r);
+
+/// The best layout (per the simulator) consistent with every field the record gives, among the
+/// layouts its framework runs with the record's kernels: known degrees, dp, vpp, micro_batch,
+/// recompute, sequence parallelism and sharding are pinned, the rest searched. For records with
+/// unknown degrees (unknown_degrees); fails, located, when no such layout fits.
+Result<ParallelPlan> complete_layout(const MeasuredRun& r, const HwProfile& hw,
+                                     const SearchOptions& opt = {});
 
 struct ReplanRow {
   std::string id;
@@ -21,7 +34,7 @@ struct ReplanRow {
 };
 
 /// Searches one record's space (top 1), among the layouts the record's own stack runs with its
-/// kernels, and simulates its published layout.
+/// kernels, and simulates its published layout (completed first when degrees are unknown).
 Result<ReplanRow> replan_record(const MeasuredRun& r, const std::vector<HwProfile>& profiles,
                                 const SearchOptions& opt);
 
