@@ -60,13 +60,6 @@ PipelineSplit read_pipeline_split(const Json& j, const std::string& where, Diagn
 
 }  // namespace
 
-std::optional<bool> RecordStack::pytorch_native() const {
-  if (framework == "torchtitan" || framework == "fsdp") return true;
-  if (framework == "megatron-lm" || framework == "nemo" || framework == "megatron-deepspeed")
-    return false;
-  return std::nullopt;
-}
-
 Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where) {
   Diagnostics d;
   JsonFields f(j, where, &d);
@@ -199,8 +192,9 @@ std::optional<double> arxiv_number(const std::string& url) {
   return std::nullopt;
 }
 
-bool uses_pytorch_stack(const MeasuredRun& r) {
-  return r.stack.pytorch_native().value_or(r.fsdp.value_or(false));
+const StackKernels& record_stack(const MeasuredRun& r) {
+  if (const StackKernels* s = find_stack_kernels(r.stack.framework)) return *s;
+  return r.fsdp.value_or(false) ? pytorch_fsdp_stack() : megatron_stack();
 }
 
 std::vector<std::string> unknown_degrees(const MeasuredRun& r) {
@@ -229,38 +223,30 @@ ParallelPlan to_plan(const MeasuredRun& r) {
   p.recompute = r.recompute.value_or(Recompute::kNone);
   p.fsdp = r.fsdp.value_or(false);
   p.zero_stage = r.distributed_optimizer.value_or(false) ? 1 : 0;
-  const bool pytorch_stack = uses_pytorch_stack(r);
   p.precision = r.precision;
+  const StackKernels& stack = record_stack(r);
+  p.attention = stack.attention;
   // FlashAttention (Dao et al., arXiv 2205.14135, May 2022) was the first fused attention kernel
   // frameworks adopted; a run published before it computed the s x s scores.
   constexpr double kFlashAttentionArxiv = 2205.14135;
   if (const auto a = arxiv_number(r.source_url); a && *a < kFlashAttentionArxiv)
     p.attention = AttentionImpl::kUnfused;
-  // Megatron-LM's --scatter-gather-tensors-in-pipeline (on by default): without SP each TP rank
-  // sends its 1/tp share of the stage's output. PyTorch's pipelining sends whole tensors.
-  p.pp_scatter_gather = !pytorch_stack;
-  if (pytorch_stack) {
-    // PyTorch FSDP: PyTorch's own stack (TorchTitan), as kFillRule says.
-    p.attention = AttentionImpl::kFlash2;
-    if (p.recompute == Recompute::kSelective) p.recompute = Recompute::kSelectiveOp;
-    // TorchTitan leaves torch.compile off unless asked; torchao's Float8 training is run
-    // compiled (its casts are only fast fused), so fp8 runs count as compiled.
-    p.eager = p.precision != Precision::kFp8;
-    // TorchTitan's context_parallel_rotate_method defaults to "allgather".
-    p.cp_comm = CpComm::kAllGather;
-    const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
-    if (!r.micro_batch && p.pp > 1 && p.dp > 0 && r.global_batch % p.dp == 0 &&
-        (r.global_batch / p.dp) % stages == 0)
-      p.micro_batch = static_cast<int>(r.global_batch / p.dp / stages);
-  }
+  p.pp_scatter_gather = stack.pp_scatter_gather;
+  if (stack.selective_per_op && p.recompute == Recompute::kSelective)
+    p.recompute = Recompute::kSelectiveOp;
+  p.eager = stack.eager_unless_fp8 && p.precision != Precision::kFp8;
+  p.cp_comm = stack.cp_comm;
+  const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
+  if (stack.microbatch_per_stage && !r.micro_batch && p.pp > 1 && p.dp > 0 &&
+      r.global_batch % p.dp == 0 && (r.global_batch / p.dp) % stages == 0)
+    p.micro_batch = static_cast<int>(r.global_batch / p.dp / stages);
   return p;
 }
 
 ModelSpec to_model(const MeasuredRun& r) {
   ModelSpec m = r.model;
-  // Megatron-LM's --attention-dropout and --hidden-dropout default to 0.1; TorchTitan (PyTorch
-  // FSDP, as kFillRule reads the stack) builds Llama without dropout.
-  if (!r.dropout_given) m.dropout = uses_pytorch_stack(r) ? 0.0 : 0.1;
+  // The stack's default (Megatron-LM's 0.1; the others' Llama-style models have none).
+  if (!r.dropout_given) m.dropout = record_stack(r).default_dropout;
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/json_io.h"
+#include "core/software_stack.h"
 
 namespace parallax {
 
@@ -20,10 +21,6 @@ struct RecordStack {
   /// picotron, colossalai or other; empty when the record does not say.
   std::string framework;
   std::string version, kernels, notes;
-  /// Whether the framework runs PyTorch's own stack (SDPA, eager or compiled PyTorch ops,
-  /// per-op checkpointing) rather than Megatron's fused kernels; nullopt for a framework whose
-  /// kernels are not modelled yet (the fill rule then reads the stack from the sharding).
-  std::optional<bool> pytorch_native() const;
 };
 
 /// How a record's pipeline stages were split when the source says it (SCHEMA.md).
@@ -73,23 +70,19 @@ inline constexpr const char* kFillRule =
     "sequence_parallel=(tp>1); "
     "distributed_optimizer=false; fsdp=false; attention FLOPs counted 'full' when the record does "
     "not say; overlap of gradient reduction and parameter gathering on, TP overlap off; "
-    "dropout (attention and hidden) 0.1, Megatron's default, except on PyTorch's stack (below), "
-    "whose Llama has none. "
-    "Software stack: fused attention at the part's best kernel, Megatron's selective "
-    "recompute (the attention core) and, without sequence parallelism, pipeline sends split "
-    "over the TP ranks and all-gathered on arrival (Megatron-LM's scatter/gather default), "
-    "except in runs published on arXiv before FlashAttention "
-    "(arXiv 2205.14135), when no framework had a fused kernel: unfused attention (batched QK^T "
-    "and PV GEMMs around a softmax over the s x s scores); and in runs on PyTorch's own stack: "
-    "those whose stack names torchtitan or fsdp, or, when the stack is not given or is one whose "
-    "kernels are not modelled yet, those sharded with PyTorch FSDP (fsdp=true); Megatron-LM, "
-    "NeMo and Megatron-DeepSpeed runs take Megatron's stack whatever their sharding. PyTorch's "
-    "stack (TorchTitan): attention through SDPA "
-    "(FlashAttention-2), 'selective' as per-op selective checkpointing, elementwise ops as "
-    "PyTorch eager runs them (TorchTitan's default, compile off) except in fp8 runs (torchao "
-    "Float8 runs under torch.compile), context-parallel K and V all-gathered (its default "
-    "rotate method), and an unknown micro_batch under pipelining as local batch / (pp*vpp) "
-    "(TorchTitan's default of one microbatch per pipeline stage)";
+    "dropout (attention and hidden) as the stack's default (Megatron's 0.1, none elsewhere). "
+    "Software stack: the kernels of the framework the record names (core/software_stack.cc: "
+    "Megatron-LM, NeMo and Megatron-DeepSpeed run Transformer Engine's fused attention at the "
+    "part's best kernel, fused norms, 'selective' as the attention core recomputed and, without "
+    "SP, pipeline sends split over the TP ranks and all-gathered on arrival; TorchTitan and "
+    "plain FSDP run SDPA (FlashAttention-2), eager PyTorch ops except in fp8 runs (torchao "
+    "Float8 runs compiled), per-op selective checkpointing, context-parallel K and V "
+    "all-gathered and an unknown micro_batch under pipelining as local batch / (pp*vpp); "
+    "DeepSpeed, nanotron, picotron, Colossal-AI and MaxText as that file says); a record that "
+    "names no framework, or 'other', runs TorchTitan's stack when sharded with PyTorch FSDP "
+    "(fsdp=true), Megatron-LM's otherwise. Runs published on arXiv before FlashAttention "
+    "(arXiv 2205.14135), when no framework had a fused kernel, compute attention unfused "
+    "(batched QK^T and PV GEMMs around a softmax over the s x s scores)";
 
 /// Parses one record; `where` is e.g. "runs.jsonl:12".
 Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& where);
@@ -98,10 +91,10 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
 /// YYMM.NNNNN, which orders by submission; nullopt when the address is not an arXiv paper.
 std::optional<double> arxiv_number(const std::string& url);
 
-/// Whether a record ran PyTorch's own stack: as its "stack" names it (TorchTitan, plain FSDP)
-/// or, where the record names none or one whose kernels are not modelled, as its sharding says
-/// (fsdp=true), per kFillRule.
-bool uses_pytorch_stack(const MeasuredRun& r);
+/// The kernels a record's run used (core/software_stack.h): its stack's framework, or, where
+/// the record names none or `other`, the stack its sharding implies (PyTorch FSDP: TorchTitan's;
+/// otherwise Megatron-LM's), per kFillRule.
+const StackKernels& record_stack(const MeasuredRun& r);
 
 /// The degrees (tp, pp, cp, ep, etp) the record gives as null; empty when its layout is known
 /// up to dp, which follows from the others. A record with unknown degrees is predicted on the

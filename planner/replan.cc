@@ -14,7 +14,10 @@ PlanRequest record_request(const MeasuredRun& r, const Cluster& cluster,
   req.global_batch = settings.global_batch;
   req.seq_len = settings.seq_len;
   req.settings = settings;
-  req.constraints.frameworks = {record_framework(r)};
+  // A framework the planner has no rules for: every layout, at the record's kernels.
+  const auto framework = record_framework(r);
+  req.constraints.frameworks.clear();
+  if (framework) req.constraints.frameworks = {*framework};
   req.constraints.attention = settings.attention;
   req.constraints.eager = settings.eager;
   req.constraints.overlap_tp_comm = settings.overlap_tp_comm;
@@ -43,10 +46,13 @@ void pin_known(const MeasuredRun& r, const ParallelPlan& filled, PlanConstraints
 
 }  // namespace
 
-LaunchTarget record_framework(const MeasuredRun& r) {
-  const std::string& f = r.stack.framework;
+std::optional<LaunchTarget> record_framework(const MeasuredRun& r) {
+  const std::string f = record_stack(r).framework;
+  if (f == "megatron-lm" || f == "nemo" || f == "megatron-deepspeed")
+    return LaunchTarget::kMegatron;
+  if (f == "torchtitan" || f == "fsdp") return LaunchTarget::kTorchTitan;
   if (f == "deepspeed") return LaunchTarget::kDeepSpeed;
-  return uses_pytorch_stack(r) ? LaunchTarget::kTorchTitan : LaunchTarget::kMegatron;
+  return std::nullopt;
 }
 
 Result<ParallelPlan> complete_layout(const MeasuredRun& r, const HwProfile& hw,
@@ -62,7 +68,7 @@ Result<ParallelPlan> complete_layout(const MeasuredRun& r, const HwProfile& hw,
     Diagnostics d;
     for (const auto& e : found.errors())
       d.push_back({where + "/parallel",
-                   "no layout of " + std::string(to_string(record_framework(r))) +
+                   "no layout of " + std::string(record_stack(r).framework) +
                        " completes the record's unknown degrees: " + e.what,
                    e.hint});
     return d;

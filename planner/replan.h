@@ -4,6 +4,7 @@
 /// model, cluster, batch and sequence (and its precision and overlap settings) against the
 /// record's published layout, both simulated.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,10 @@
 
 namespace parallax {
 
-/// The framework whose rules and kernels a record's runs follow: its stack's framework
-/// (Megatron-LM, NeMo and Megatron-DeepSpeed: Megatron-LM; TorchTitan and plain FSDP:
-/// TorchTitan; DeepSpeed: DeepSpeed), else as kFillRule reads the stack from the sharding.
-LaunchTarget record_framework(const MeasuredRun& r);
+/// The framework whose layout rules a record's run follows (record_stack: Megatron-LM, NeMo
+/// and Megatron-DeepSpeed: Megatron-LM; TorchTitan and plain FSDP: TorchTitan; DeepSpeed:
+/// DeepSpeed); nullopt for a stack the planner has no rules for (nanotron, MaxText, ...).
+std::optional<LaunchTarget> record_framework(const MeasuredRun& r);
 
 /// The best layout (per the simulator) consistent with every field the record gives, among the
 /// layouts its framework runs with the record's kernels: known degrees, dp, vpp, micro_batch,

@@ -68,6 +68,8 @@ TEST(Replan, FrameworkFollowsTheRecordsStack) {
   EXPECT_EQ(record_framework(r), LaunchTarget::kTorchTitan);
   r.stack.framework = "deepspeed";
   EXPECT_EQ(record_framework(r), LaunchTarget::kDeepSpeed);
+  r.stack.framework = "nanotron";
+  EXPECT_FALSE(record_framework(r).has_value());
   r.stack.framework.clear();
   r.fsdp = true;
   EXPECT_EQ(record_framework(r), LaunchTarget::kTorchTitan);
