@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "simulator/error_bar.h"
 #include "simulator/report.h"
 #include "simulator/simulate.h"
 
@@ -54,10 +55,11 @@ void add_simulate_command(CLI::App& app, int* exit_code) {
         return;
       }
     }
+    const ErrorBar bar = prediction_bar(run->model, run->cluster, run->plan);
     if (o->format == "json")
-      std::cout << to_json(rep.value()).dump(2) << "\n";
+      std::cout << to_json(rep.value(), &bar).dump(2) << "\n";
     else
-      std::cout << format_table(rep.value());
+      std::cout << format_table(rep.value(), &bar);
     *exit_code = rep->fits ? 0 : 1;
   });
 }

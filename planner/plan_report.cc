@@ -164,6 +164,46 @@ Json plan_search_json(const SearchResult& s, const SearchOptions& opt) {
             {"pruned", pruned}}}};
 }
 
+std::vector<ErrorBar> plan_error_bars(const SearchResult& s, const ModelSpec& m,
+                                      const HwProfile& hw) {
+  std::vector<ErrorBar> bars;
+  for (const RankedPlan& p : s.top) {
+    // Records name Megatron-LM as "megatron-lm"; the launch targets as "megatron".
+    std::string stack = p.frameworks.empty() ? "" : to_string(p.frameworks.front());
+    if (stack == "megatron") stack = "megatron-lm";
+    bars.push_back(prediction_bar(m, Cluster{hw, p.report.gpus}, p.report.plan, stack));
+  }
+  return bars;
+}
+
+std::vector<int> within_winners_bar(const SearchResult& s, const std::vector<ErrorBar>& bars) {
+  std::vector<int> out;
+  if (s.top.empty() || bars.size() != s.top.size() || !bars[0].known()) return out;
+  const double w = s.top[0].report.tokens_per_s_per_gpu;
+  for (size_t i = 1; i < s.top.size(); ++i) {
+    if (!bars[i].known()) continue;
+    const double t = s.top[i].report.tokens_per_s_per_gpu;
+    // Throughput bands [x (1 + lo), x (1 + hi)] that intersect.
+    if (t * (1 + bars[i].hi) >= w * (1 + bars[0].lo) &&
+        w * (1 + bars[0].hi) >= t * (1 + bars[i].lo))
+      out.push_back(static_cast<int>(i) + 1);
+  }
+  return out;
+}
+
+std::string format_error_bars(const SearchResult& s, const std::vector<ErrorBar>& bars) {
+  if (s.top.empty() || bars.empty() || !bars[0].known()) return "";
+  const ErrorBar& b = bars[0];
+  const double w = s.top[0].report.tokens_per_s_per_gpu;
+  std::string out = "error bar (80%) of #1: " + format_number("%.0f", w * (1 + b.lo)) + " to " +
+                    format_number("%.0f", w * (1 + b.hi)) + " tok/s/GPU (" + b.basis + ")";
+  const std::vector<int> within = within_winners_bar(s, bars);
+  if (within.empty()) return out + "; no other plan shown falls within it\n";
+  out += "; within it: #";
+  for (size_t i = 0; i < within.size(); ++i) out += (i ? ", #" : "") + std::to_string(within[i]);
+  return out + " (the model cannot rank these apart from #1)\n";
+}
+
 std::string explain_search(const SearchResult& s) {
   const SearchStats& st = s.stats;
   std::string out = "search space: " + std::to_string(st.layouts_considered) +

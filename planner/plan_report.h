@@ -7,6 +7,7 @@
 
 #include "core/json_io.h"
 #include "planner/search.h"
+#include "simulator/error_bar.h"
 
 namespace parallax {
 
@@ -23,6 +24,15 @@ std::string frameworks_text(const std::vector<LaunchTarget>& f);
 
 std::string format_plan_table(const SearchResult& s, const SearchOptions& opt);
 Json plan_search_json(const SearchResult& s, const SearchOptions& opt);
+/// Each ranked plan's error bar (prediction_bar, the stack of the first framework that runs it).
+std::vector<ErrorBar> plan_error_bars(const SearchResult& s, const ModelSpec& m,
+                                      const HwProfile& hw);
+/// The ranks (from 1) of the plans after the winner whose throughput band overlaps the
+/// winner's: the model cannot tell them apart from it.
+std::vector<int> within_winners_bar(const SearchResult& s, const std::vector<ErrorBar>& bars);
+/// One line: the winner's band and which plans fall within it.
+std::string format_error_bars(const SearchResult& s, const std::vector<ErrorBar>& bars);
+
 /// Pruning counts per rule, then winner against runner-up: the layout fields that differ and
 /// the time categories and memory that make the difference.
 std::string explain_search(const SearchResult& s);

@@ -36,7 +36,7 @@ constexpr CostCategory kShown[] = {
 
 }  // namespace
 
-std::string format_table(const StepReport& r) {
+std::string format_table(const StepReport& r, const ErrorBar* bar) {
   std::ostringstream os;
   os << r.model << " on " << r.gpus << " x " << r.hardware << "\n";
   os << "  layout     " << layout(r.plan) << "\n";
@@ -44,6 +44,11 @@ std::string format_table(const StepReport& r) {
   os << "  step time            " << format_number("%.3f s", r.step_time_s) << "\n";
   os << "  tokens/s             " << format_number("%.0f", r.tokens_per_s) << "  ("
      << format_number("%.1f", r.tokens_per_s_per_gpu) << " per GPU)\n";
+  if (bar && bar->known())
+    os << "  error bar (80%)      " << format_number("%.3f", r.step_time_s / (1 + bar->hi))
+       << format_number(" - %.3f s", r.step_time_s / (1 + bar->lo))
+       << format_number("  (throughput %+.0f%%", 100 * bar->lo)
+       << format_number(" to %+.0f%%; ", 100 * bar->hi) << bar->basis << ")\n";
   os << "  model TFLOP/s/GPU    " << format_number("%.1f", r.model_tflops_per_gpu) << "  MFU "
      << format_number("%.1f%%", 100 * r.mfu) << "\n";
   os << "  hardware TFLOP/s/GPU " << format_number("%.1f", r.hardware_tflops_per_gpu) << "  HFU "
@@ -74,7 +79,7 @@ std::string format_table(const StepReport& r) {
   return os.str();
 }
 
-Json to_json(const StepReport& r) {
+Json to_json(const StepReport& r, const ErrorBar* bar) {
   Json breakdown = Json::object();
   for (CostCategory c : kShown)
     breakdown[std::string(to_string(c)) + "_s"] = r.breakdown_s[static_cast<int>(c)];
@@ -110,6 +115,13 @@ Json to_json(const StepReport& r) {
             {"stages", stages},
             {"notes", r.notes}};
   j["plan"] = plan_to_json(r.plan);
+  if (bar && bar->known())
+    j["error_bar"] = {
+        {"throughput_lo", bar->lo},
+        {"throughput_hi", bar->hi},
+        {"step_time_s", {r.step_time_s / (1 + bar->hi), r.step_time_s / (1 + bar->lo)}},
+        {"runs", bar->n},
+        {"basis", bar->basis}};
   return j;
 }
 

@@ -5,12 +5,14 @@
 #include <string>
 
 #include "core/json_io.h"
+#include "simulator/error_bar.h"
 #include "simulator/simulate.h"
 
 namespace parallax {
 
-std::string format_table(const StepReport& r);
-Json to_json(const StepReport& r);
+/// With `bar`, the step time and throughput carry the error bar of the prediction.
+std::string format_table(const StepReport& r, const ErrorBar* bar = nullptr);
+Json to_json(const StepReport& r, const ErrorBar* bar = nullptr);
 /// What a trace holds. A step of many microbatches on many stages is too large to open in a
 /// browser (a DeepSeek-V3 step on 16 stages: 995 MB), so by default the operators of the first
 /// few microbatches of each stage are kept, with the data-parallel, optimizer and memory tracks

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/units.h"
+#include "simulator/error_bar.h"
 #include "simulator/lower.h"
 
 namespace parallax {
@@ -16,15 +17,6 @@ std::string scale_class(int gpus) {
   if (gpus <= 512) return "65-512 GPUs";
   if (gpus <= 4096) return "513-4096 GPUs";
   return "4097+ GPUs";
-}
-
-std::vector<std::string> record_classes(const MeasuredRun& r) {
-  return {r.source,
-          r.gpu,
-          r.model.moe ? "moe" : "dense",
-          to_string(r.precision),
-          scale_class(r.num_gpus),
-          r.stack.framework.empty() ? "unstated" : r.stack.framework};
 }
 
 /// Sets the row's metric, measured and predicted values: the most direct measurement first.
@@ -92,6 +84,17 @@ std::vector<SweepRank> rank_sweeps(const std::vector<ValidationRow>& rows) {
 
 }  // namespace
 
+std::vector<std::string> prediction_classes(const std::string& source, const ModelSpec& m,
+                                            const std::string& part, Precision precision, int gpus,
+                                            const std::string& stack) {
+  return {source,
+          part,
+          m.moe ? "moe" : "dense",
+          to_string(precision),
+          scale_class(gpus),
+          stack.empty() ? "unstated" : stack};
+}
+
 const std::vector<std::string>& class_dimensions() {
   static const std::vector<std::string> dims = {"source",    "part",  "kind",
                                                 "precision", "scale", "stack"};
@@ -123,7 +126,8 @@ Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwP
   ValidationRow row;
   row.id = r.id;
   row.sweep = r.sweep;
-  row.classes = record_classes(r);
+  row.classes =
+      prediction_classes(r.source, r.model, r.gpu, r.precision, r.num_gpus, r.stack.framework);
   row.fits = rep->fits;
   compare(r, model, p, rep.value(), c.hw.peak_tflops(p.precision), &row);
   return row;
@@ -158,6 +162,9 @@ ValidationSummary summarize(std::vector<ValidationRow> rows) {
   s.sweeps = rank_sweeps(s.rows);
   for (const auto& w : s.sweeps)
     s.mean_spearman += w.spearman / static_cast<double>(s.sweeps.size());
+  const BarCoverage bars = leave_one_source_out(s.rows);
+  s.bar_inside = bars.inside;
+  s.bar_checked = bars.checked;
   return s;
 }
 

@@ -35,6 +35,13 @@ const std::vector<std::string>& class_dimensions();
 /// "source, part, kind, precision, scale, stack"
 std::string class_dimension_names();
 
+/// The classes of a prediction in the order of class_dimensions(): `source` (empty for a new
+/// prediction), the part, "dense" or "moe", the precision, the scale bucket of `gpus` and the
+/// stack's framework ("unstated" when empty).
+std::vector<std::string> prediction_classes(const std::string& source, const ModelSpec& m,
+                                            const std::string& part, Precision precision, int gpus,
+                                            const std::string& stack);
+
 /// Errors of the rows of one class.
 struct ClassSummary {
   std::string name;
@@ -59,6 +66,9 @@ struct ValidationSummary {
   int completed = 0;              ///< rows whose layout the planner completed
   std::vector<SweepRank> sweeps;  ///< sweeps of 3 or more rows, in order of first appearance
   double mean_spearman = 0;       ///< over `sweeps`; 0 when there is none
+  /// Rows whose measured throughput falls inside the error bar built from the other sources'
+  /// rows (error_bar.h, leave one source out), of the rows that got a bar.
+  int bar_inside = 0, bar_checked = 0;
 };
 
 /// Predicts one record with the profiles available, on `completed` when given (the layout

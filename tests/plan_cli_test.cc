@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/cli_support.h"
 #include "tests/test_support.h"
@@ -96,6 +97,29 @@ TEST(WhatIfCli, WritesTableAndSvg) {
   const CliRun bad = Parallax("whatif --vary gpu=8,16 --svg " + Quote(dir.file("x.svg")));
   EXPECT_EQ(bad.exit_code, 2) << bad;
   EXPECT_TRUE(Has(bad, "unknown axis 'gpu'")) << bad;
+}
+
+// Each plan carries its error bar; the plans whose band meets the winner's are named.
+TEST(PlanCli, SaysWhichPlansAreWithinTheWinnersErrorBar) {
+  const CliRun r =
+      Parallax(std::string("plan ") + kSmallPlan + " --top 3 --format json", Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json j = ParseOrFail(r.out, "plan --format json");
+  ASSERT_TRUE(j["plans"][0].contains("error_bar")) << r.out;
+  const Json& w = j["plans"][0];
+  const double lo = w["error_bar"]["throughput_lo"], hi = w["error_bar"]["throughput_hi"];
+  const double wt = w["tokens_per_s_per_gpu"];
+  std::vector<int> expected;
+  for (size_t i = 1; i < j["plans"].size(); ++i) {
+    const Json& p = j["plans"][i];
+    const double t = p["tokens_per_s_per_gpu"];
+    const double plo = p["error_bar"]["throughput_lo"], phi = p["error_bar"]["throughput_hi"];
+    if (t * (1 + phi) >= wt * (1 + lo) && wt * (1 + hi) >= t * (1 + plo))
+      expected.push_back(static_cast<int>(i) + 1);
+  }
+  EXPECT_EQ(j["within_error_bar_of_winner"].get<std::vector<int>>(), expected);
+  const CliRun table = Parallax(std::string("plan ") + kSmallPlan + " --top 3");
+  EXPECT_TRUE(Has(table, "error bar (80%) of #1:")) << table;
 }
 
 }  // namespace

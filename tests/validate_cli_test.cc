@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -214,6 +215,74 @@ TEST(CliValidate, SweepsReportRankCorrelation) {
   const double rho = j["sweeps"][0]["spearman"];
   EXPECT_NEAR(rho, 1 - 6 * d2 / (3 * 8), 1e-12);
   EXPECT_DOUBLE_EQ(j["mean_spearman"].get<double>(), rho);
+}
+
+/// The corpus: the public set and every validation/training/*/records.jsonl, quoted, sorted.
+std::string corpus_files() {
+  std::vector<std::string> files;
+  for (const auto& d :
+       std::filesystem::directory_iterator(PARALLAX_SOURCE_DIR "/validation/training"))
+    if (std::filesystem::exists(d.path() / "records.jsonl"))
+      files.push_back((d.path() / "records.jsonl").string());
+  std::sort(files.begin(), files.end());
+  std::string out = Quote(testing::kPublicTrainingRuns);
+  for (const auto& f : files) out += " " + Quote(f);
+  return out;
+}
+
+// The error bars every prediction prints come from validation/residuals.json, compiled in; it
+// must be what the current model predicts on the current corpus
+// (scripts/update_residuals.sh rewrites it).
+TEST(CliValidate, ResidualTableIsCurrent) {
+  ScratchDir dir;
+  const std::string out = dir.file("residuals.json");
+  const CliRun r = Parallax("validate --residuals-out " + Quote(out) + " " + corpus_files(),
+                            Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json now = ParseOrFail(testing::read_file(out).value_or(""), out);
+  const std::string repo_path = PARALLAX_SOURCE_DIR "/validation/residuals.json";
+  const Json repo = ParseOrFail(testing::read_file(repo_path).value_or(""), repo_path);
+  ASSERT_EQ(now["classes"].size(), repo["classes"].size())
+      << "run scripts/update_residuals.sh and rebuild";
+  for (size_t i = 0; i < now["classes"].size(); ++i)
+    for (const char* k : {"lo", "hi"})
+      EXPECT_NEAR(now["classes"][i][k].get<double>(), repo["classes"][i][k].get<double>(), 1e-9)
+          << now["classes"][i].dump() << "\nrun scripts/update_residuals.sh and rebuild";
+  EXPECT_EQ(now["overall"]["n"], repo["overall"]["n"]);
+}
+
+// Several files are one corpus: an id given in two files counts once.
+TEST(CliValidate, SeveralFilesAndTheErrorBarCoverage) {
+  const std::string partial = Quote(test_data("validate_partial.jsonl"));
+  const CliRun r = Parallax("validate --format json " + Quote(test_data("validate_small.jsonl")) +
+                                " " + partial + " " + partial,
+                            Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json j = ParseOrFail(r.out, "validate --format json");
+  EXPECT_EQ(j["n"], 7);
+  EXPECT_EQ(j["rejected"].size(), 4u);  // the second copy of each partial record
+  EXPECT_NE(j["rejected"][0]["reason"].get<std::string>().find("given twice"), std::string::npos);
+  // Two sources: each checked against the other's band (too few rows for a class: overall).
+  EXPECT_EQ(j["error_bars"]["checked"], 7);
+  EXPECT_LE(j["error_bars"]["inside"].get<int>(), 7);
+}
+
+TEST(CliSimulate, PrintsTheErrorBarOfThePrediction) {
+  const CliRun t = Parallax("simulate");
+  ASSERT_EQ(t.exit_code, 0) << t;
+  EXPECT_TRUE(Has(t, "error bar (80%)")) << t;
+  const CliRun r = Parallax("simulate --format json", Streams::kStdoutOnly);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const Json j = ParseOrFail(r.out, "simulate --format json");
+  ASSERT_TRUE(j.contains("error_bar")) << r.out;
+  const double step = j["step_time_s"];
+  const Json& bar = j["error_bar"];
+  // Throughput (1 + lo) .. (1 + hi) of the prediction is step time / (1 + hi) .. / (1 + lo).
+  EXPECT_NEAR(bar["step_time_s"][0].get<double>(), step / (1 + bar["throughput_hi"].get<double>()),
+              1e-9);
+  EXPECT_NEAR(bar["step_time_s"][1].get<double>(), step / (1 + bar["throughput_lo"].get<double>()),
+              1e-9);
+  EXPECT_GT(bar["runs"].get<int>(), 0);
 }
 
 }  // namespace
