@@ -53,7 +53,7 @@ TEST(RobustCli, ADuplicatedRecordIdIsSkippedNotCountedTwice) {
   CliRun r = Parallax("validate " + Quote(path));
   EXPECT_EQ(r.exit_code, 0) << r;
   EXPECT_TRUE(Has(r, "warning: " + path + ":2: record id")) << r;
-  EXPECT_TRUE(Has(r, "first on line 1")) << r;
+  EXPECT_TRUE(Has(r, "first at " + path + ":1")) << r;
   EXPECT_TRUE(Has(r, "n=1 ")) << r;
 }
 
