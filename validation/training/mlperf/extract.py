@@ -184,7 +184,7 @@ def build():
             "source_url": f"https://github.com/mlcommons/training_results_v{v}/tree/main/{org}/results/{sysd}/{bm}",
             "model": model, "seq_len": seq,
             "cluster": {"gpu": HW[hw][0], "num_gpus": ngpu, "gpus_per_node": HW[hw][1]},
-            "parallel": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": 1, "etp": 1, "vpp": vpp if pp > 1 else None,
+            "parallel": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": 1, "etp": 1, "vpp": vpp if pp > 1 else 1,
                          "sequence_parallel": sp, "fsdp": False, "distributed_optimizer": True},
             "batch": {"micro_batch": mbs, "global_batch": gbs},
             "recompute": "none", "precision": prec,

@@ -439,6 +439,9 @@ if __name__ == "__main__":
         if r["parallel"]["pp"] == 1 and r["parallel"]["vpp"] is None:
             r["parallel"]["vpp"] = 1
             r["unknown"] = [u for u in r["unknown"] if u != "parallel.vpp"]
+        # FSDP shards optimizer state by construction; no source here says more, so the flag stays null and listed
+        if r["parallel"]["distributed_optimizer"] is None and "parallel.distributed_optimizer" not in r["unknown"]:
+            r["unknown"].append("parallel.distributed_optimizer")
         assert r["id"] not in ids, r["id"]
         ids.add(r["id"])
         print(json.dumps(r))
