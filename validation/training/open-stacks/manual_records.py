@@ -104,7 +104,8 @@ for suf, tps, mfu, prec, opt in [("bf16", 109, 0.29, "bf16", "None"),
             "FSDP2 + DTensor TP; Float8 = torchao float8 linear (tensorwise dynamic) with float8 FSDP all-gather per "
             "llama3_405b.toml; AsyncTP = SymmetricMemory micro-pipelined TP; torch.compile enabled in the toml "
             "(not stated per row)"),
-        f"{TT_PERF_SRC} @ {TT_PERF_C[:12]}, section 'Llama 3.1 performance numbers', row 405B/{opt}"))
+        f"{TT_PERF_SRC} @ {TT_PERF_C[:12]}, section 'Llama 3.1 performance numbers', row 405B/{opt}",
+        sweep="ttperf24-405b-128h100"))
 
 # 1b. Llama 3 8B/70B on 64 A100 (FSDP2 1D)
 for rid, model, mb, ac, ac_src, wps, mfu in [
