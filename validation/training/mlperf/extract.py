@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Rebuild the MLPerf-Training records (ids 'mlpt*') of records.jsonl from local git mirrors of
-mlcommons/training_results_v4.0, v4.1, v5.0, v5.1 (expects bare/non-bare git repos at
+mlcommons/training_results_v3.0, v4.0, v4.1, v5.0, v5.1 (v3.1 is reserved for a blind check and is not read) (expects bare/non-bare git repos at
 $MLPERF_MIRROR/mlcommons+training_results_vX.Y/repo, default MLPERF_MIRROR=/work/.mirror).
 
-Measured value: every `train_step_time` (v5.x) / `train_step_timing in s` (v4.x) value in the
+Measured value: every `train_step_time` (v5.x) / `train_step_timing in s` (v4.x) / `train_step_timing` (v3.0) value in the
 MLLOG `tracked_stats` events of all result_*.txt files of a submission; we report the median.
 Where a log has no per-step timing (v4.0 NVIDIA GPT-3), the step time is
 (block_stop - block_start) / (epoch_count / (global_batch * seq_len)) per block (epoch_count is
@@ -19,14 +19,14 @@ def git(v, *a): return subprocess.run(['git', '-C', repo(v), *a], capture_output
 def commit(v): return git(v, 'rev-parse', 'HEAD').strip()
 
 GPT3 = {"name": "GPT-3 175B (MLPerf gpt3 benchmark)", "layers": 96, "hidden": 12288, "heads": 96, "kv_heads": 96,
-        "head_dim": 128, "ffn_hidden": 49152, "ffn_act": "gelu", "vocab": None, "tied_embeddings": None, "moe": None, "mla": None}
+        "head_dim": 128, "ffn_hidden": 49152, "ffn_act": "gelu", "vocab": 50257, "tied_embeddings": True, "moe": None, "mla": None}
 L405 = {"name": "Llama 3.1 405B (MLPerf llama31_405b)", "layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8,
         "head_dim": 128, "ffn_hidden": 53248, "ffn_act": "swiglu", "vocab": 128256, "tied_embeddings": False, "moe": None, "mla": None}
 L8 = {"name": "Llama 3.1 8B (MLPerf llama31_8b)", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
       "head_dim": 128, "ffn_hidden": 14336, "ffn_act": "swiglu", "vocab": 128256, "tied_embeddings": False, "moe": None, "mla": None}
 MODELS = {'gpt3': GPT3, 'llama31_405b': L405, 'llama31_8b': L8}
 ARCH_NOTE = {
- 'gpt3': "arch: MLPerf gpt3 = GPT-3 175B; layers/hidden/heads/ffn(=4h) from the submission's conf/custom.yaml (num_layers 96, hidden_size 12288, num_attention_heads 96, ffn_hidden_size 4*hidden); gelu per GPT-3; vocab (C4 SentencePiece tokenizer, padded) and embedding tying not stated in the files read",
+ 'gpt3': "arch: MLPerf gpt3 = GPT-3 175B; layers/hidden/heads/ffn(=4h) from the submission's conf/custom.yaml (num_layers 96, hidden_size 12288, num_attention_heads 96, ffn_hidden_size 4*hidden; v3.0: config_common.sh NUM_LAYERS/HIDDEN_SIZE/FFN_HIDDEN_SIZE/NUM_ATTENTION_HEADS); gelu per GPT-3; vocab 50257 = the benchmark's C4 SentencePiece model c4_en_301_5Mexp2_spm (the reference PAX config declares PassThroughVocabulary(size=50257) for it and MaxText's gpt3-175b.yml pads it to 50304); NeMo pads the embedding to a multiple of 128*TP (make_vocab_size_divisible_by 128, v3.0 conf/megatron_gpt_config.yaml), i.e. 50688 at TP4; tied embeddings: share_embeddings_and_output_weights True in the v3.0 conf and logits_via_embedding true in MaxText's gpt3 reference config",
  'llama31_405b': "arch: Llama 3.1 405B per HF meta-llama/Llama-3.1-405B config.json (126 layers, 16384 hidden, 128 heads, 8 KV heads, ffn 53248, vocab 128256, untied); conf/custom.yaml num_layers 126, encoder_seq_length 8192",
  'llama31_8b': "arch: Llama 3.1 8B per HF meta-llama/Llama-3.1-8B config.json (32 layers, 4096 hidden, 32 heads, 8 KV heads, ffn 14336, vocab 128256, untied); config OVERWRITTEN_NUM_LAYERS=32",
 }
@@ -36,15 +36,22 @@ HW = {'H100': ('h100-sxm-80gb', 8), 'H200': ('h200-sxm-141gb', 8), 'B200': ('b20
 
 # (version, org, system dir, benchmark, hw, nodes, config path, tp, pp, vpp, cp, mbs, sp, prec, recipe note, asym_pp, sweep)
 F8G = "fp8: Transformer Engine delayed scaling, FP8 HYBRID format (E4M3 fwd / E5M2 bwd), amax history 1024, algo max, FP8_PARAMS (fp8 weights); config_fp8.sh"
+F8G30 = "fp8: Transformer Engine (release_v0.8) delayed scaling, FP8 HYBRID format (E4M3 fwd / E5M2 bwd), amax history 1024, algo max, FP8_REDUCE_AMAX (no fp8 params in this round); config_fp8.sh; TP_COMM_OVERLAP (config_tp_h100.sh)"
 F8_405_E4 = "fp8: Transformer Engine delayed scaling (FP8=True, FP8_HYBRID unset -> e4m3 per pretrain.py), FP8_PARAMS/fp8 param gather; config_common.sh"
 F8_TW = "fp8: Transformer Engine current (tensorwise) scaling, FP8_RECIPE=tensorwise, FP8_HYBRID=True, fp8 param gather"
 NVFP4 = "nvfp4: FP4=True, FP4_RECIPE=nvfp4 (Transformer Engine NVFP4 GEMMs), FP8=False; config_common_fp4.sh"
 NVFP4_8B = NVFP4 + "; FP8_DPA=True (fp8 dot-product attention)"
 SUBS = [
+ # v3.0 GPT-3 175B (NeMo 1.17 + TE 0.8, Megatron-based; implementation dir 'pytorch')
+ ('3.0','NVIDIA','dgxh100_n64_nemo','gpt3','H100',64,'NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_64x8x128x4x8_mbs1.sh',4,8,12,1,1,True,'fp8',F8G30,False,'mlperf-v3.0-gpt3-h100'),
+ ('3.0','NVIDIA','dgxh100_n96_nemo','gpt3','H100',96,'NVIDIA/benchmarks/gpt3/implementations/pytorch/config_DGXH100_96x8x128x4x8_mbs1.sh',4,8,12,1,1,True,'fp8',F8G30,False,'mlperf-v3.0-gpt3-h100'),
+ ('3.0','NVIDIA_CoreWeave','coreweave_hgxh100_n96_ngc23.04_pytorch','gpt3','H100',96,'NVIDIA_CoreWeave/benchmarks/gpt3/implementations/pytorch/config_DGXH100_96x8x128x4x8_mbs1.sh',4,8,12,1,1,True,'fp8',F8G30,False,'mlperf-v3.0-gpt3-h100-coreweave'),
+ ('3.0','NVIDIA_CoreWeave','coreweave_hgxh100_n192_ngc23.04_pytorch','gpt3','H100',192,'NVIDIA_CoreWeave/benchmarks/gpt3/implementations/pytorch/config_DGXH100_192x8x64x4x8_mbs1.sh',4,8,12,1,1,True,'fp8',F8G30,False,'mlperf-v3.0-gpt3-h100-coreweave'),
+ ('3.0','NVIDIA_CoreWeave','coreweave_hgxh100_n448_ngc23.04_pytorch','gpt3','H100',448,'NVIDIA_CoreWeave/benchmarks/gpt3/implementations/pytorch/config_DGXH100_448x8x24x4x8_mbs1.sh',4,8,12,1,1,True,'fp8',F8G30,False,'mlperf-v3.0-gpt3-h100-coreweave'),
  ('4.0','NVIDIA','eos_n64_ngc24.04_nemo','gpt3','H100',64,'NVIDIA/benchmarks/gpt3/implementations/nemo/config_DGXH100_64x8x128x4x8_mbs2.sh',4,8,4,1,2,True,'fp8',F8G,False,'mlperf-gpt3-h100-eos'),
  ('4.0','NVIDIA','eos-dfw_n1344_ngc24.04_nemo','gpt3','H100',1344,'NVIDIA/benchmarks/gpt3/implementations/nemo/config_DGXH100_1344x8x6x4x6_mbs1_cg.sh',4,6,8,1,1,True,'fp8',F8G+"; LAYER_CUDA_GRAPH=1",False,'mlperf-gpt3-h100-eos'),
  ('4.0','NVIDIA','eos-dfw_n1452_ngc24.04_nemo','gpt3','H100',1452,'NVIDIA/benchmarks/gpt3/implementations/nemo/config_DGXH100_1452x8x6x4x6_mbs1_cg.sh',4,6,8,1,1,True,'fp8',F8G+"; LAYER_CUDA_GRAPH=1",False,'mlperf-gpt3-h100-eos'),
- ('4.0','smc','64xSMC-H100-SXM-80GB','gpt3','H100',64,'smc/benchmarks/gpt3/implementations/nemo/config_SMCH100_64x8x128x4x8.sh',4,8,None,1,2,True,'fp8',F8G,False,None),
+ ('4.0','smc','64xSMC-H100-SXM-80GB','gpt3','H100',64,'smc/benchmarks/gpt3/implementations/nemo/config_SMCH100_64x8x128x4x8.sh',4,8,12,1,2,True,'fp8',F8G+"; INTERLEAVED_PIPELINE not set in the config chain, so conf/custom.yaml's default virtual_pipeline_model_parallel_size 12 applies",False,None),
  ('4.1','NVIDIA','b200_n8_preview_nemo','gpt3','B200',8,'NVIDIA/benchmarks/gpt3/implementations/b200_n8_preview_nemo/config_DGXB200_8x8x1024x4x8_mbs2_cg.sh',4,8,6,1,2,True,'fp8',F8G+"; LAYER_CUDA_GRAPH=1",False,None),
  ('4.1','NVIDIA','eos_n32_ngc24.09_nemo','gpt3','H100',32,'NVIDIA/benchmarks/gpt3/implementations/eos_n32_ngc24.09_nemo/config_DGXH100_32x8x256x4x8_mbs2.sh',4,8,6,1,2,True,'fp8',F8G,False,'mlperf-v4.1-gpt3-h100-eos'),
  ('4.1','NVIDIA','eos_n64_ngc24.09_nemo','gpt3','H100',64,'NVIDIA/benchmarks/gpt3/implementations/eos_n64_ngc24.09_nemo/config_DGXH100_64x8x128x4x8_mbs2.sh',4,8,6,1,2,True,'fp8',F8G,False,'mlperf-v4.1-gpt3-h100-eos'),
@@ -135,7 +142,7 @@ def build():
                     info[k] = j['value']
                 if k == 'tracked_stats':
                     val = j['value']
-                    for kk in ('train_step_time', 'train_step_timing in s'):
+                    for kk in ('train_step_time', 'train_step_timing in s', 'train_step_timing'):
                         if kk in val: rs.append(val[kk])
                 if k == 'block_start': bstart = j
                 if k == 'block_stop' and bstart is not None and 'epoch_count' in j.get('metadata', {}):
@@ -151,7 +158,7 @@ def build():
         if steps:
             st = statistics.median(steps)
             how = (f"step_time_s = median of {len(steps)} per-step MLLOG tracked_stats "
-                   f"'{'train_step_time' if v.startswith('5') else 'train_step_timing in s'}' values over {len(runs)} result_*.txt runs "
+                   f"'{'train_step_time' if v.startswith('5') else ('train_step_timing' if v == '3.0' else 'train_step_timing in s')}' values over {len(runs)} result_*.txt runs "
                    f"(per-run medians {min(runs):.3f}-{max(runs):.3f} s)")
         else:
             st = statistics.median(blocks) * gbs * seq
@@ -162,7 +169,6 @@ def build():
         ver = '; '.join(f'{k}={da[k]}' for k in ('FROM_IMAGE_NAME', 'NEMO_REVISION', 'MCORE_REVISION', 'MEGATRON_REVISION', 'TE_REVISION') if k in da) or None
         unknown = []
         model = dict(MODELS[bm])
-        if bm == 'gpt3': unknown += ['model.vocab', 'model.tied_embeddings']
         if sp is None: unknown.append('parallel.sequence_parallel')
         if vpp is None and pp > 1: unknown.append('parallel.vpp')
         ps = None
@@ -178,7 +184,7 @@ def build():
             "source_url": f"https://github.com/mlcommons/training_results_v{v}/tree/main/{org}/results/{sysd}/{bm}",
             "model": model, "seq_len": seq,
             "cluster": {"gpu": HW[hw][0], "num_gpus": ngpu, "gpus_per_node": HW[hw][1]},
-            "parallel": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": 1, "etp": 1, "vpp": vpp if pp > 1 else None,
+            "parallel": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": 1, "etp": 1, "vpp": vpp if pp > 1 else 1,
                          "sequence_parallel": sp, "fsdp": False, "distributed_optimizer": True},
             "batch": {"micro_batch": mbs, "global_batch": gbs},
             "recompute": "none", "precision": prec,
@@ -190,8 +196,9 @@ def build():
             "sweep": sweep, "pipeline_split": ps,
             "source_locator": f"mlcommons/training_results_v{v}@{commit(v)[:12]}: {org}/results/{sysd}/{bm}/result_*.txt (MLLOG global_batch_size={gbs}, max_sequence_length={seq}, gradient_accumulation_steps={info.get('gradient_accumulation_steps')}, submission_platform='{info.get('submission_platform')}'); layout from {cfg}",
             "notes": (f"{how}. tokens_per_s_per_gpu = global_batch {gbs} x seq_len {seq} / step_time / {ngpu} GPUs (unit conversion). "
-                      f"Layout: {nodes} nodes x {HW[hw][1]} GPUs; TP{tp} PP{pp} CP{cp} VPP{vpp} MBS{mbs} -> DP {dp}, grad-accum {ga:g} (matches the log). "
-                      f"Recompute: no ACT_CKPT_* set in the config chain and conf/custom.yaml defaults activations_checkpoint_granularity to null. "
+                      f"Layout: {nodes} nodes x {HW[hw][1]} GPUs; TP{tp} PP{pp} CP{cp} VPP{vpp} MBS{mbs} -> DP {dp}, grad-accum {ga:g} (matches the log). " +
+                      (f"Recompute: ACT_CKPT_GRANULARITY=null in config_common.sh, passed to model.activations_checkpoint_granularity by run_and_time.sh. " if v == '3.0' else
+                       f"Recompute: no ACT_CKPT_* set in the config chain and conf/custom.yaml defaults activations_checkpoint_granularity to null. ") +
                       f"Distributed optimizer: USE_DIST_OPTIMIZER=True. {ARCH_NOTE[bm]}. The benchmark trains from a checkpoint/initial state to a target quality; step time is for steady-state training steps, eval excluded.")
         }
         out.append(rec)

@@ -104,7 +104,8 @@ for suf, tps, mfu, prec, opt in [("bf16", 109, 0.29, "bf16", "None"),
             "FSDP2 + DTensor TP; Float8 = torchao float8 linear (tensorwise dynamic) with float8 FSDP all-gather per "
             "llama3_405b.toml; AsyncTP = SymmetricMemory micro-pipelined TP; torch.compile enabled in the toml "
             "(not stated per row)"),
-        f"{TT_PERF_SRC} @ {TT_PERF_C[:12]}, section 'Llama 3.1 performance numbers', row 405B/{opt}"))
+        f"{TT_PERF_SRC} @ {TT_PERF_C[:12]}, section 'Llama 3.1 performance numbers', row 405B/{opt}",
+        sweep="ttperf24-405b-128h100"))
 
 # 1b. Llama 3 8B/70B on 64 A100 (FSDP2 1D)
 for rid, model, mb, ac, ac_src, wps, mfu in [
@@ -183,16 +184,20 @@ for nodes, tps in [(4, 10938), (8, 10753)]:
 # ====================================================================================
 MX_URL = "https://github.com/pytorch/torchtitan/blob/main/torchtitan/components/quantization/mxfp8.md"
 MX_SRC = "pytorch/torchtitan torchtitan/components/quantization/mxfp8.md (table sourced from torchao mx_formats README)"
+AO_MX_C = "374601de6"
+AO_MX_URL = "https://github.com/pytorch/ao/blob/374601de6/torchao/prototype/mx_formats/README.md"
+AO_MX_SRC = "pytorch/ao torchao/prototype/mx_formats/README.md, training e2e benchmarks on B200 (copied into torchtitan mxfp8.md)"
 for suf, prec, recipe, mem, tps in [("bf16", "bf16", "None (bfloat16)", 33.71, 8307.5),
                                      ("mxfp8-cublas", "mxfp8", "mxfp8_cublas", 33.88, 9969.0),
                                      ("mxfp8-cublas-rceil", "mxfp8", "mxfp8_cublas_rceil", 33.88, 9642.0),
-                                     ("fp8-tensorwise", "fp8", "float8 tensorwise", 33.38, 10417.0)]:
+                                     ("fp8-tensorwise", "fp8", "float8 tensorwise", 33.38, 10417.0),
+                                     ("fp8-rowwise", "fp8", "float8 rowwise", 33.72, 8640.5)]:
     R.append(rec(
-        f"tt-mxfp8-b200-l3-8b-8-{suf}", MX_SRC, MX_URL, L3_8B, 8192, "b200-sxm-180gb", 8, 8,
+        f"tt-mxfp8-b200-l3-8b-8-{suf}", AO_MX_SRC, AO_MX_URL, L3_8B, 8192, "b200-sxm-180gb", 8, 8,
         par(dp=8, fsdp=True), 1, 8, "selective", prec,
         meas(tps=tps, basis=None),
         ["parallel.vpp", "measured.flops_basis", "measured.attention_flops"],
-        (f"Dense Models table row '{recipe}': peak memory {mem} GB, median tokens/s {tps} | setup text: "
+        (f"B200 table row '{recipe}': peak memory {mem} GB, median tokens/s {tps} | setup text: "
          "'Single-node training on 8x power limited B200 GPUs, batch size 1, sequence length 8192, steps 100, "
          "torch.compile, FSDP2, per-op SAC'; model Llama3-8b named in torchao mx_formats README (the cited "
          "source), which in one version says 'B200 GPUs limited to 750W' | tokens/s read as per GPU "
@@ -200,9 +205,11 @@ for suf, prec, recipe, mem, tps in [("bf16", "bf16", "None (bfloat16)", 33.71, 8
          f"selective op policy, not Megatron selective | {ARCH_NOTE['L3']}"),
         stk("torchtitan", "6fc499f6f5b3", "sdpa",
             f"pytorch 2.9.0.dev20250815+cu128, torchao 0.13.0+gite4e681be; recipe {recipe} "
-            "(MXFP8 = 1x32 block-scaled e4m3 GEMMs for nn.Linear; float8 tensorwise = per-tensor dynamic scaling); "
+            "(MXFP8 = 1x32 block-scaled e4m3 GEMMs for nn.Linear; float8 tensorwise = per-tensor dynamic scaling with "
+            "float8 all-gather; float8 rowwise = per-row scales, bf16 all-gather); "
             "B200 power limited (750 W per torchao README)"),
-        f"torchtitan/components/quantization/mxfp8.md @ b5bcd76c66d0, Performance > Dense Models table, row '{recipe}'",
+        f"pytorch/ao@{AO_MX_C} torchao/prototype/mx_formats/README.md, 'Training e2e benchmarks on NVIDIA B200' table, row "
+        f"'{recipe}' (the primary; torchtitan/components/quantization/mxfp8.md @ b5bcd76c66d0 copies the first four rows)",
         sweep="tt-mxfp8-b200-l3-8b"))
 
 for suf, prec, tps in [("bf16", "bf16", 6169), ("mxfp8", "mxfp8", 7401)]:
@@ -324,6 +331,22 @@ for nodes, lbs, tps, tfl, mem, tab in [(1, 8, 14796, 341, "167.93 GiB (94.15%)",
         + (", LBS 10" if tab == "weak" else ""),
         sweep="tt-deepep-b200-qwen3-30b-a3b"))
 
+R.append(rec(
+    "tt-deepep-b200-qwen3-30b-a3b-1n-lbs8-default-a2a", "pytorch/torchtitan DeepEP README (PR branch, unmerged)",
+    DEEP_URL, QWEN3_30B_A3B, 4096, "b200-sxm-180gb", 8, 8,
+    par(dp=8, ep=8, fsdp=True), 8, 64, "full", "bf16",
+    meas(tps=9930, basis=None),
+    ["parallel.vpp", "measured.flops_basis", "measured.attention_flops"],
+    ("README opening sentence: 'near-linear scaling ... 33% faster than TorchTitan's default expert parallelism "
+     "(14,796 vs 9,930 tok/s/GPU at EP=8)' -> 9,930 tok/s/GPU is the 1-node EP8 run with TorchTitan's default "
+     "all-to-all token dispatcher instead of DeepEP; the README gives no separate config for it, so the same "
+     "qwen3_30b_a3b_with_deepep.toml settings (LBS 8, seq 4096, FSDP over all ranks, AC full, compile, forced load "
+     "balance) are assumed apart from the dispatcher (DOUBT) | " + ARCH_NOTE["QW30"]),
+    stk("torchtitan", f"PR branch {DEEP_C[:12]} (refs/pull/2500, 2026-01)", "sdpa",
+        "TorchTitan default EP token dispatch (all-to-all), the baseline of the DeepEP README; unmerged pull-request README"),
+    f"pytorch/torchtitan@{DEEP_C[:12]} torchtitan/distributed/deepep/README.md, line 3 ('14,796 vs 9,930 tok/s/GPU at EP=8')",
+    sweep="tt-deepep-b200-qwen3-30b-a3b"))
+
 # ====================================================================================
 # 7. torchao float8 README (H100 8 GPUs, Llama3-8B)
 # ====================================================================================
@@ -417,6 +440,9 @@ if __name__ == "__main__":
         if r["parallel"]["pp"] == 1 and r["parallel"]["vpp"] is None:
             r["parallel"]["vpp"] = 1
             r["unknown"] = [u for u in r["unknown"] if u != "parallel.vpp"]
+        # FSDP shards optimizer state by construction; no source here says more, so the flag stays null and listed
+        if r["parallel"]["distributed_optimizer"] is None and "parallel.distributed_optimizer" not in r["unknown"]:
+            r["unknown"].append("parallel.distributed_optimizer")
         assert r["id"] not in ids, r["id"]
         ids.add(r["id"])
         print(json.dumps(r))
