@@ -180,7 +180,7 @@ def build():
         bench_name = {'gpt3': 'GPT-3 175B', 'llama31_405b': 'Llama 3.1 405B', 'llama31_8b': 'Llama 3.1 8B'}[bm]
         rec = {
             "id": rid,
-            "source": f"MLPerf Training v{v} results (closed division), {org} submission {sysd}, benchmark {bm} ({bench_name} pre-training)",
+            "source": f"MLPerf Training v{v} results (closed division)",
             "source_url": f"https://github.com/mlcommons/training_results_v{v}/tree/main/{org}/results/{sysd}/{bm}",
             "model": model, "seq_len": seq,
             "cluster": {"gpu": HW[hw][0], "num_gpus": ngpu, "gpus_per_node": HW[hw][1]},
