@@ -79,6 +79,29 @@ CollectiveTime CollectiveCost::engine_all_reduce(double bytes, const GroupShape&
   return t;
 }
 
+CollectiveTime CollectiveCost::deepep(DeepEpKernel kernel, double scale_out_bytes,
+                                      double scale_up_bytes, const GroupShape& g) const {
+  CollectiveTime t;
+  t.crosses_domains = g.crosses_domains();
+  if (g.size <= 1) return t;
+  const double total = scale_out_bytes + scale_up_bytes;
+  const double nic =
+      achieved_bw_gbps(CollectiveOp::kAllToAll, LinkClass::kScaleOut, g.size, total) * kGB;
+  const double nvl =
+      achieved_bw_gbps(CollectiveOp::kAllToAll, LinkClass::kScaleUp, g.per_domain, total) * kGB;
+  const double a_out = hw_.scale_out_latency_us * kUs, a_up = hw_.scale_up_latency_us * kUs;
+  if (kernel == DeepEpKernel::kLowLatency) {
+    t.time_s = scale_out_bytes / nic + a_out;
+    t.bus_bytes = scale_out_bytes;
+    return t;
+  }
+  // Inside one domain only NVLink carries the tokens.
+  const double out_s = g.crosses_domains() ? scale_out_bytes / nic + a_out : 0.0;
+  t.time_s = std::max(out_s, scale_up_bytes / nvl) + a_up;
+  t.bus_bytes = g.crosses_domains() ? scale_out_bytes : scale_up_bytes;
+  return t;
+}
+
 double CollectiveCost::overlap_slowdown() const {
   return hw_.sm_count > 0 ? std::min(1.0, static_cast<double>(hw_.comm_sms) / hw_.sm_count) : 0.0;
 }

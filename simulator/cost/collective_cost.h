@@ -52,6 +52,23 @@ class CollectiveCost {
   double achieved_bw_gbps(CollectiveOp op, LinkClass link, int group_size, double bytes,
                           CostSource* src = nullptr) const;
 
+  /// DeepEP's expert-parallel dispatch or combine (deepseek-ai/DeepEP; docs/legacy.md for its
+  /// V1 kernels, which Megatron-LM's flex dispatcher calls). Normal kernels send each token once
+  /// per destination node over RDMA (`scale_out_bytes` per rank) and forward it over NVLink to
+  /// the destination ranks inside that node (`scale_up_bytes` per rank), both pipelined:
+  ///   t = max(scale_out_bytes / N, scale_up_bytes / B) + a_out + a_up,
+  /// N and B the links' achieved all-to-all rates (achieved_bw_gbps: the measured table, else
+  /// nominal times efficiency), a the links' latencies (one notify round). DeepEP's README
+  /// measures its normal kernels on H800 at 153-158 GB/s of NVLink inside a node (of ~160) and
+  /// 43-58 GB/s of RDMA across 2-8 nodes (of ~50, counting the tokens that stay in the node): the
+  /// rates of the links, as the profile's efficiencies give them. Low-latency kernels (decode)
+  /// send every copy straight over RDMA: t = scale_out_bytes / N + a_out, all copies counted in
+  /// scale_out_bytes (the README's EP 64: 173 us for 128 tokens x 8 copies x 7168 fp8 at 43
+  /// GB/s).
+  enum class DeepEpKernel { kNormal, kLowLatency };
+  CollectiveTime deepep(DeepEpKernel kernel, double scale_out_bytes, double scale_up_bytes,
+                        const GroupShape& g) const;
+
   /// Fraction by which compute slows while a collective runs beside it: the SMs the
   /// communication kernels occupy (one thread block per channel), comm_sms / sm_count.
   double overlap_slowdown() const;

@@ -212,5 +212,23 @@ TEST(CollectiveCost, MeasuredSamplesInterpolateInLogBytes) {
       cost.achieved_bw_gbps(CollectiveOp::kAllReduce, LinkClass::kScaleOut, 8, 2 * mib), 10);
 }
 
+// DeepEP: normal kernels pipeline the RDMA sends (once per destination node) with the NVLink
+// forwarding inside the node, t = max(out / N, up / B) + a_out + a_up; inside one node NVLink
+// alone carries the tokens; low-latency kernels send every copy over RDMA, t = out / N + a_out.
+TEST(CollectiveCost, DeepEpPipelinesRdmaWithNvlinkForwarding) {
+  HwProfile hw = round_profile();
+  hw.scale_out_latency_us = 6;
+  hw.scale_up_latency_us = 3;
+  const CollectiveCost cost(hw);
+  using K = CollectiveCost::DeepEpKernel;
+  const double us = 1e-6;
+  expect_rel(cost.deepep(K::kNormal, 0.1 * kS, kS, across(8, 8)).time_s,
+             std::max(0.1 * kS / kNicBps + 6 * us, kS / kUpBps) + 3 * us);
+  expect_rel(cost.deepep(K::kNormal, kS, kS, across(8, 8)).time_s, kS / kNicBps + 6 * us + 3 * us);
+  expect_rel(cost.deepep(K::kNormal, 0, kS, in_domain(8)).time_s, kS / kUpBps + 3 * us);
+  expect_rel(cost.deepep(K::kLowLatency, kS, 0, across(8, 8)).time_s, kS / kNicBps + 6 * us);
+  EXPECT_EQ(cost.deepep(K::kNormal, kS, kS, in_domain(1)).time_s, 0);
+}
+
 }  // namespace
 }  // namespace parallax

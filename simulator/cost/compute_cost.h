@@ -74,6 +74,22 @@ class ComputeCost {
   ///            (Hopper's fp8 MMA takes K-major operands only).
   KernelTime fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t weight_reuse) const;
 
+  /// The expert GEMMs of an MoE layer as Megatron-LM's grouped GEMM runs them (--moe-grouped-gemm:
+  /// TEGroupedMLP, Transformer Engine's GroupedLinear): `s.batch` problems of m x n x k, one per
+  /// local expert. TE's grouped GEMM on Hopper launches one cuBLAS GEMM per problem, round-robin
+  /// over its 4 compute streams (transformer_engine/common/gemm/cublaslt_gemm.cu,
+  /// multi_stream_cublas_gemm; util/multi_stream.cpp: num_compute_streams = 4; the CUTLASS
+  /// grouped kernel only with NVTE_USE_CUTLASS_GROUPED_GEMM=1). Each problem is priced alone by
+  /// gemm() (its own tile and wave quantization, split-K, K overhead and launch, or the measured
+  /// table at its shape), and the group takes the longer of two bounds:
+  ///   streams  ceil(E / 4) * t(m, n, k)            each stream runs its share one after another;
+  ///   SMs      t(E * ceil(m / tile) * tile, n, k)  every problem's tiles (its rows padded to
+  ///                                                 whole tiles) spread over all SMs at once,
+  /// tile = the smaller edge of the profile's GEMM tile. FLOPs are the useful E * 2mnk. At small
+  /// m per expert the padding wastes tiles and a single GEMM leaves most SMs idle; at large m both
+  /// bounds approach one dense GEMM of the same FLOPs.
+  KernelTime grouped_gemm(const GemmShape& s, Precision p) const;
+
   /// Fused (flash) attention; never materialises the s x s matrix.
   ///   fwd flops = 2 b h_q s_q s_kv (d_qk + d_v) * f_causal, f_causal = 1/2 when masked;
   ///   bwd flops = 2.5 x fwd (recomputes S and P, five GEMM-like products; Dao 2023).

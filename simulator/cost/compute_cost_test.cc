@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/hw_profile.h"
+#include "core/json_io.h"
 #include "core/units.h"
 #include "tests/test_support.h"
 
@@ -306,6 +308,54 @@ TEST(ComputeCost, Fp32GemmAndAttentionRunAtTheFp32PeakWithFourByteElements) {
   const double flops = 2.0 * 8 * 4096 * 4096 * 256 * 0.5;
   EXPECT_NEAR(a.time_s, flops / (100 * kTera * 0.5), kRel * a.time_s);
   EXPECT_DOUBLE_EQ(a.bytes, 4.0 * 8 * (4096 * 256 + 4096 * 256));
+}
+
+// Grouped GEMM (Transformer Engine's GroupedLinear: one GEMM per expert over 4 streams). 128
+// experts of FFN 768 at 64 tokens each (gate and up: n = 1536, k = 2048) on round_profile with
+// HBM fast enough that every GEMM here is compute-bound:
+//   one expert   12 tiles (64 rows pad to 128), split-K 8 -> 96 of 100 SMs:
+//                t1 = 2 * 64 * 1536 * 2048 / (1000e12 * 0.8 * 0.5 * 0.96)
+//   streams      ceil(128 / 4) * t1 = 32 t1
+//   SMs          the padded 128 * 128 rows: 1536 tiles in 16 waves (u = 0.96),
+//                t = 2 * 16384 * 1536 * 2048 / (1000e12 * 0.8 * 0.96)
+// and one dense GEMM of the same FLOPs (m = 8192: 768 tiles, 8 waves) takes half the SM bound.
+TEST(ComputeCost, GroupedGemmOfSkinnyExpertsPadsEachExpertsTiles) {
+  HwProfile hw = round_profile();
+  hw.hbm_bw_gbps = 1e6;
+  const ComputeCost cost(hw);
+  const KernelTime g = cost.grouped_gemm({64, 1536, 2048, 128}, Precision::kBf16);
+  const double t1 = 2.0 * 64 * 1536 * 2048 / (1000 * kTera * 0.8 * 0.5 * 0.96);
+  const double sms = 2.0 * 16384 * 1536 * 2048 / (1000 * kTera * 0.8 * 0.96);
+  EXPECT_NEAR(g.time_s, std::max(32 * t1, sms), kRel * sms);
+  EXPECT_DOUBLE_EQ(g.flops, 128 * 2.0 * 64 * 1536 * 2048);
+  const KernelTime dense = cost.gemm({128 * 64, 1536, 2048}, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(dense.flops, g.flops);
+  EXPECT_NEAR(g.time_s / dense.time_s, 2.0, 1e-9);
+}
+
+// With a launch cost per GEMM the 4 streams bound it: 32 launches of (t1 + 10 us) in a row.
+TEST(ComputeCost, GroupedGemmOfManyShortExpertsIsBoundByItsLaunches) {
+  HwProfile hw = round_profile();
+  hw.hbm_bw_gbps = 1e6;
+  hw.kernel_overhead_us = 10;
+  const ComputeCost cost(hw);
+  const KernelTime g = cost.grouped_gemm({64, 1536, 2048, 128}, Precision::kBf16);
+  const double t1 = 2.0 * 64 * 1536 * 2048 / (1000 * kTera * 0.8 * 0.5 * 0.96) + 10 * kUs;
+  EXPECT_NEAR(g.time_s, 32 * t1, kRel * g.time_s);
+}
+
+// On an H100 profile (128 x 256 tiles, 132 SMs, K overhead, launch cost) the 128 skinny experts
+// run far below one dense GEMM of their FLOPs, and 8 experts of 4096 tokens each nearly match it.
+TEST(ComputeCost, GroupedGemmApproachesDenseOnlyAtLargeTokensPerExpert) {
+  const HwProfile hw = find_profile(builtin_profiles().value(), "h100-sxm-80gb", "t").value();
+  const ComputeCost cost(hw);
+  const KernelTime skinny = cost.grouped_gemm({64, 1536, 2048, 128}, Precision::kBf16);
+  const KernelTime skinny_dense = cost.gemm({128 * 64, 1536, 2048}, Precision::kBf16);
+  EXPECT_GT(skinny.time_s, 2.5 * skinny_dense.time_s);
+  const KernelTime wide = cost.grouped_gemm({4096, 1536, 2048, 8}, Precision::kBf16);
+  const KernelTime wide_dense = cost.gemm({8 * 4096, 1536, 2048}, Precision::kBf16);
+  EXPECT_LT(wide.time_s, 1.15 * wide_dense.time_s);
+  EXPECT_GE(wide.time_s, wide_dense.time_s * (1 - 1e-9));
 }
 
 }  // namespace
