@@ -303,11 +303,6 @@ void refuse_unmodelled_fields(ConfigReader& r, const Family& f) {
     if (!all_full)
       r.error("layer_types", "only full_attention layers are modelled, got " + describe(*types));
   }
-  if (r.integer("num_nextn_predict_layers", kOptional).value_or(0) > 0)
-    r.error("num_nextn_predict_layers",
-            "multi-token-prediction layers are not modelled (each adds a transformer layer and "
-            "an output head in training)",
-            "set it to 0 to plan the main model, as Hugging Face transformers runs it");
   for (const char* key : {"index_topk", "index_n_heads"})
     if (r.has(key))
       r.error(key, "sparse attention with a token indexer is not modelled",
@@ -420,6 +415,10 @@ Result<ModelSpec> read_model(const json& cfg, const std::string& name, const std
   if (m.moe) read_router(r, *family, m.moe->router);
   read_mla(r, m, json_key);
   read_numerics(r, m, *family);
+  // DeepSeek-V3's multi-token-prediction modules (trained with the model; Hugging Face
+  // transformers runs the main model only).
+  m.mtp_layers = r.int32("num_nextn_predict_layers", kOptional);
+  json_key["/mtp_layers"] = "num_nextn_predict_layers";
 
   // validate_model's findings, moved onto the JSON field they concern; a field already reported
   // (missing, wrong type) is not reported twice.

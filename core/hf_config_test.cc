@@ -43,6 +43,7 @@ void expect_same_as_zoo(const ModelSpec& m, const std::string& zoo_name) {
   EXPECT_EQ(m.ffn_act, z->ffn_act);
   EXPECT_EQ(m.vocab, z->vocab);
   EXPECT_EQ(m.tied_embeddings, z->tied_embeddings);
+  EXPECT_EQ(m.mtp_layers, z->mtp_layers);
   ASSERT_EQ(m.moe.has_value(), z->moe.has_value());
   if (m.moe) {
     EXPECT_EQ(m.moe->experts, z->moe->experts);
@@ -137,24 +138,19 @@ TEST(HfConfig, MixtralExpertWidthIsIntermediateSize) {
   expect_same_as_zoo(m, "mixtral-8x7b");
 }
 
-/// DeepSeek-V3's config without its multi-token-prediction layer: the main model, as Hugging
-/// Face transformers runs it.
-json deepseek_v3_main() {
+/// DeepSeek-V3's config as published, with its one multi-token-prediction module.
+json deepseek_v3_main() { return fixture("deepseek-v3"); }
+
+// Its MTP module is read (num_nextn_predict_layers), and a negative depth is refused there.
+TEST(HfConfig, DeepseekV3MtpDepthIsRead) {
+  EXPECT_EQ(import_ok(fixture("deepseek-v3"), "deepseek-v3").mtp_layers, 1);
   json cfg = fixture("deepseek-v3");
   cfg["num_nextn_predict_layers"] = 0;
-  return cfg;
-}
-
-// Its MTP layer is not modelled: the config as published is refused, with the way out.
-TEST(HfConfig, DeepseekV3MtpIsRefusedWithTheWayOut) {
-  const auto r = model_from_hf_config(fixture("deepseek-v3"), "deepseek-v3", "config.json:");
-  ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(mentions(r,
-                       "config.json:/num_nextn_predict_layers: multi-token-prediction layers "
-                       "are not modelled"))
+  EXPECT_EQ(import_ok(cfg, "main").mtp_layers, 0);
+  cfg["num_nextn_predict_layers"] = -1;
+  const auto r = model_from_hf_config(cfg, "deepseek-v3", "config.json:");
+  EXPECT_TRUE(mentions(r, "config.json:/num_nextn_predict_layers: mtp_layers=-1 must be in"))
       << r.error_text();
-  EXPECT_TRUE(mentions(r, "set it to 0")) << r.error_text();
-  EXPECT_EQ(r.errors().size(), 1u) << r.error_text();  // its fp8 weights are read as they are
 }
 
 TEST(HfConfig, DeepseekV3MatchesTheZoo) {
@@ -170,6 +166,7 @@ TEST(HfConfig, DeepseekV3MatchesTheZoo) {
   EXPECT_EQ(m.mla->q_lora_rank, 1536);
   EXPECT_EQ(m.mla->kv_lora_rank, 512);
   EXPECT_EQ(m.head_dim, 192);  // qk_nope_head_dim + qk_rope_head_dim
+  EXPECT_EQ(m.mtp_layers, 1);
   expect_same_as_zoo(m, "deepseek-v3");
 }
 
@@ -371,7 +368,6 @@ TEST(HfConfig, CurrentFamiliesAreReadRightOrRefusedWithTheReason) {
            Refused{"deepseek-v3.2", "/model_type: 'deepseek_v32' is not modelled: DeepSeek Sparse"},
            Refused{"nvidia-nemotron-3-nano-30b-a3b", "/model_type: 'nemotron_h' is not modelled"},
            Refused{"mistral-7b-v0.1", "/sliding_window: sliding-window attention is not modelled"},
-           Refused{"deepseek-r1", "/num_nextn_predict_layers: multi-token-prediction layers"},
        }) {
     const auto got = model_from_hf_config(fixture(r.file), r.file, "config.json:");
     EXPECT_TRUE(mentions(got, std::string("config.json:") + r.why))

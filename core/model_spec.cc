@@ -40,7 +40,19 @@ ParamCount count_params(const ModelSpec& m) {
     p.router = static_cast<double>(moe_layers) * m.moe->experts * h;
   }
   p.norms = (2.0 * m.layers + 1.0) * h;
+  p.mtp = m.mtp_layers * mtp_module_params(m);
   return p;
+}
+
+double mtp_module_params(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden);
+  double mlp = mlp_params(m, m.ffn_hidden);
+  if (m.is_moe_layer(m.layers)) {
+    const MoeSpec& e = *m.moe;
+    mlp = (e.experts + e.shared_experts) * mlp_params(m, e.expert_ffn_hidden) + e.experts * h;
+  }
+  // enorm, hnorm, eh_proj [2h -> h]; the block with its two norms; the module's final norm.
+  return 2 * h + 2 * h * h + attention_params_per_layer(m) + mlp + 2 * h + h;
 }
 
 double ParamCount::active(const ModelSpec& m) const {
@@ -123,6 +135,10 @@ Diagnostics validate_model(const ModelSpec& m, const std::string& where) {
                std::to_string(r.groups) + " group_topk=" + std::to_string(r.group_topk),
            ""});
   }
+  if (m.mtp_layers < 0 || m.mtp_layers > 16)
+    out.push_back({where + "/mtp_layers",
+                   "mtp_layers=" + std::to_string(m.mtp_layers) + " must be in [0, 16]",
+                   "multi-token-prediction depth: DeepSeek-V3 trains with 1"});
   if (m.dropout < 0 || m.dropout >= 1)
     out.push_back(
         {where + "/dropout", "dropout must be in [0, 1), got " + std::to_string(m.dropout), ""});

@@ -71,6 +71,12 @@ struct ModelSpec {
   double rope_scaling_factor = 0;  ///< context extension factor of rope_scaling
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
+  /// Multi-token-prediction depth (DeepSeek-V3: 1; Hugging Face num_nextn_predict_layers). Each
+  /// module (arXiv 2412.19437 Sec. 2.2) normalises the last hidden state and the embedding of the
+  /// next token (two RMSNorms), projects their concatenation [h; h] to h, runs one transformer
+  /// block of the last layer's kind, and the shared output head and loss again; it shares the
+  /// embedding and output head with the main model and runs on the last pipeline stage.
+  int mtp_layers = 0;
 
   bool is_moe_layer(int layer) const { return moe && layer >= moe->dense_layers; }
   int num_moe_layers() const { return moe ? layers - moe->dense_layers : 0; }
@@ -87,6 +93,9 @@ struct ParamCount {
   double shared_experts = 0;  ///< all MoE layers
   double router = 0;
   double norms = 0;
+  /// Multi-token-prediction modules, besides the shared embedding and head; not in total(), as
+  /// published sizes count the main model (DeepSeek-V3: 671B, and 14B of MTP module).
+  double mtp = 0;
 
   double total() const {
     return embedding + output + attention + dense_mlp + experts + shared_experts + router + norms;
@@ -101,6 +110,10 @@ ParamCount count_params(const ModelSpec& m);
 double attention_params_per_layer(const ModelSpec& m);
 /// MLP parameters of one expert or dense MLP of the given width.
 double mlp_params(const ModelSpec& m, int64_t ffn_width);
+/// Parameters of one multi-token-prediction module without the shared embedding and head: its
+/// two input norms and [h; h] -> h projection, a transformer block of the last layer's kind
+/// (attention, MLP or experts and router, two norms) and its final norm.
+double mtp_module_params(const ModelSpec& m);
 
 /// Checks internal consistency; `where` prefixes diagnostics (e.g. "llama.json:/model").
 Diagnostics validate_model(const ModelSpec& m, const std::string& where);

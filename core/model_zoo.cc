@@ -174,7 +174,8 @@ std::vector<ZooEntry> build_zoo() {
 
   // DeepSeek-V3 (deepseek-ai config.json): MLA, first 3 layers dense (ffn 18432), then 256
   // routed experts top-8 plus 1 shared, expert width 2048. head_dim is the qk head dim
-  // (nope 128 + rope 64). The multi-token-prediction module is not part of the model here.
+  // (nope 128 + rope 64). One multi-token-prediction module (num_nextn_predict_layers 1), which
+  // the published 671B leaves out.
   {
     // Numerics: rope_theta 10000, rms_norm_eps 1e-6, YaRN by 40; the MLA latents are normed;
     // sigmoid routing with a balancing bias over 8 groups (a token in the top 4), the routed
@@ -193,6 +194,7 @@ std::vector<ZooEntry> build_zoo() {
                                          .topk_scaling = 2.5,
                                          .groups = 8,
                                          .group_topk = 4}};
+    m.mtp_layers = 1;
     m.mla = MlaSpec{.q_lora_rank = 1536,
                     .kv_lora_rank = 512,
                     .qk_nope_head_dim = 128,
