@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -230,7 +231,8 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option("--zero", f->zero, "ZeRO stage 0-3 (1 = distributed optimizer)");
   add_switch(cmd, "--fsdp", &f->fsdp,
              "PyTorch FSDP2 parameter sharding (1/0; the flag alone means 1)");
-  cmd->add_option("--schedule", f->schedule, "pipeline schedule: 1f1b | interleaved | zb-h1");
+  cmd->add_option("--schedule", f->schedule,
+                  "pipeline schedule: 1f1b | interleaved | zb-h1 | dualpipe");
   cmd->add_option("--precision", f->precision, "bf16 | fp8");
   cmd->add_option("--cp-comm", f->cp_comm, "context-parallel K/V exchange: ring | allgather");
   cmd->add_option("--attention", f->attention,
@@ -242,6 +244,17 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option("--moe-imbalance", f->moe_imbalance,
                   "routed tokens on the busiest expert-parallel rank over the mean (>= 1; 1 = even "
                   "routing): that rank's experts and received tokens set each MoE layer's time");
+  cmd->add_option("--moe-dispatcher", f->moe_dispatcher,
+                  "MoE token dispatcher: alltoall (NCCL) | allgather | flex (DeepEP)");
+  cmd->add_option("--moe-max-nodes", f->moe_max_nodes,
+                  "node-limited routing: the most nodes of the expert-parallel group a token's "
+                  "experts lie on (0 = the model's own routing)");
+  cmd->add_option(
+      "--moe-capacity-factor", f->moe_capacity_factor,
+      "expert capacity over the mean load; copies beyond it are dropped (0 = dropless)");
+  add_switch(cmd, "--overlap-moe-comm", &f->overlap_moe,
+             "overlap expert-parallel communication with another microbatch's compute "
+             "(Megatron's combined 1F1B; pp=1 or interleaved) (1/0)");
   add_switch(cmd, "--overlap-tp-comm", &f->overlap_tp, "overlap TP communication with GEMMs (1/0)");
   add_switch(cmd, "--overlap-grad-reduce", &f->overlap_grad,
              "overlap DP gradient reduction with backward (1/0)");
@@ -327,13 +340,20 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
   if (f.fsdp >= 0) p->fsdp = f.fsdp != 0;
   if (f.eager >= 0) p->eager = f.eager != 0;
   if (f.moe_imbalance) p->moe_imbalance = *f.moe_imbalance;
+  if (f.moe_capacity_factor) p->moe_capacity_factor = *f.moe_capacity_factor;
+  if (f.moe_max_nodes != kUnset)
+    p->moe_max_nodes = static_cast<int>(std::clamp<int64_t>(f.moe_max_nodes, -1, kMaxGpus));
+  if (f.overlap_moe >= 0) p->overlap_moe_comm = f.overlap_moe != 0;
+  flag_enum(f.moe_dispatcher, "--moe-dispatcher", parse_moe_dispatcher, &p->moe_dispatcher,
+            "alltoall, allgather, flex", d);
   if (f.overlap_tp >= 0) p->overlap_tp_comm = f.overlap_tp != 0;
   if (f.overlap_grad >= 0) p->overlap_grad_reduce = f.overlap_grad != 0;
   if (f.overlap_param >= 0) p->overlap_param_gather = f.overlap_param != 0;
   if (f.pp_scatter_gather >= 0) p->pp_scatter_gather = f.pp_scatter_gather != 0;
   flag_enum(f.recompute, "--recompute", parse_recompute, &p->recompute,
             "none, selective, selective-op, full", d);
-  flag_enum(f.schedule, "--schedule", parse_schedule, &p->schedule, "1f1b, interleaved, zb-h1", d);
+  flag_enum(f.schedule, "--schedule", parse_schedule, &p->schedule,
+            "1f1b, interleaved, zb-h1, dualpipe", d);
   flag_enum(f.precision, "--precision", parse_precision, &p->precision, "bf16, fp8", d);
   flag_enum(f.cp_comm, "--cp-comm", parse_cp_comm, &p->cp_comm, "ring, allgather", d);
   flag_enum(f.attention, "--attention", parse_attention, &p->attention, "flash, flash2, unfused",
@@ -346,22 +366,27 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
 FieldLocator locator_for(const LayoutFlags& f) {
   if (f.scenario.empty()) return flag_locator();
   const FieldLocator in_file = json_locator(f.scenario + ":");
-  const std::map<std::string, bool> by_flag = {{"tp", f.tp != kUnset},
-                                               {"pp", f.pp != kUnset},
-                                               {"dp", f.dp != kUnset},
-                                               {"cp", f.cp != kUnset},
-                                               {"ep", f.ep != kUnset},
-                                               {"etp", f.etp != kUnset},
-                                               {"vpp", f.vpp != kUnset},
-                                               {"mbs", f.mbs != kUnset},
-                                               {"gbs", f.gbs != kUnset},
-                                               {"seq", f.seq != kUnset},
-                                               {"gpus", f.gpus != kUnset},
-                                               {"sp", f.sp >= 0},
-                                               {"zero", f.zero != kUnset},
-                                               {"schedule", !f.schedule.empty()},
-                                               {"precision", !f.precision.empty()},
-                                               {"moe-imbalance", f.moe_imbalance.has_value()}};
+  const std::map<std::string, bool> by_flag = {
+      {"tp", f.tp != kUnset},
+      {"pp", f.pp != kUnset},
+      {"dp", f.dp != kUnset},
+      {"cp", f.cp != kUnset},
+      {"ep", f.ep != kUnset},
+      {"etp", f.etp != kUnset},
+      {"vpp", f.vpp != kUnset},
+      {"mbs", f.mbs != kUnset},
+      {"gbs", f.gbs != kUnset},
+      {"seq", f.seq != kUnset},
+      {"gpus", f.gpus != kUnset},
+      {"sp", f.sp >= 0},
+      {"zero", f.zero != kUnset},
+      {"schedule", !f.schedule.empty()},
+      {"precision", !f.precision.empty()},
+      {"moe-imbalance", f.moe_imbalance.has_value()},
+      {"moe-dispatcher", !f.moe_dispatcher.empty()},
+      {"moe-max-nodes", f.moe_max_nodes != kUnset},
+      {"moe-capacity-factor", f.moe_capacity_factor.has_value()},
+      {"overlap-moe-comm", f.overlap_moe >= 0}};
   return [by_flag, in_file](const char* field) {
     auto it = by_flag.find(field);
     return it != by_flag.end() && it->second ? std::string("--") + field : in_file(field);

@@ -49,12 +49,14 @@ inline constexpr int64_t kUnset = std::numeric_limits<int64_t>::min();
 /// Flags shared by simulate (and later plan): unset values stay at their sentinel.
 struct LayoutFlags {
   std::string model, cluster, scenario, recompute, schedule, precision, cp_comm, attention;
+  std::string moe_dispatcher;
   std::string profiles_dir;
   int64_t gpus = kUnset, tp = kUnset, pp = kUnset, dp = kUnset, cp = kUnset, ep = kUnset;
   int64_t etp = kUnset, vpp = kUnset, mbs = kUnset, zero = kUnset, gbs = kUnset, seq = kUnset;
   int sp = -1, fsdp = -1, eager = -1, overlap_tp = -1, overlap_grad = -1, overlap_param = -1,
-      pp_scatter_gather = -1;  ///< 1/0
-  std::optional<double> moe_imbalance;
+      pp_scatter_gather = -1, overlap_moe = -1;  ///< 1/0
+  int64_t moe_max_nodes = kUnset;
+  std::optional<double> moe_imbalance, moe_capacity_factor;
 };
 void add_layout_flags(CLI::App* cmd, LayoutFlags* f);
 

@@ -6,6 +6,7 @@
 #include "core/builtin_profiles.h"
 #include "core/model_numerics_json.h"
 #include "core/names.h"
+#include "core/plan_moe_json.h"
 
 namespace parallax {
 
@@ -21,6 +22,7 @@ std::optional<ScheduleKind> parse_schedule(const std::string& s) {
   if (s == "1f1b") return ScheduleKind::k1F1B;
   if (s == "interleaved" || s == "interleaved-1f1b") return ScheduleKind::kInterleaved1F1B;
   if (s == "zb-h1" || s == "zero-bubble") return ScheduleKind::kZeroBubbleH1;
+  if (s == "dualpipe") return ScheduleKind::kDualPipe;
   return std::nullopt;
 }
 
@@ -62,7 +64,7 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
   JsonFields f(j, where, &d);
   f.reject_unknown({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
                     "ffn_act", "vocab", "tied_embeddings", "dropout", "moe", "mla", "qk_norm",
-                    "rope_theta", "norm_eps", "rope_scaling"});
+                    "rope_theta", "norm_eps", "rope_scaling", "mtp_layers"});
   ModelSpec m;
   m.name = f.name("name", "custom");
   m.layers = static_cast<int>(f.integer("layers"));
@@ -75,6 +77,7 @@ Result<ModelSpec> model_from_json(const Json& j, const std::string& where) {
   m.vocab = f.integer("vocab");
   m.tied_embeddings = f.boolean("tied_embeddings", false);
   m.dropout = f.number("dropout", 0.0);
+  m.mtp_layers = static_cast<int>(f.integer("mtp_layers", 0));
   detail::read_model_numerics(f, where, &d, &m);
   const std::string act = f.string("ffn_act", "swiglu");
   if (auto a = parse_ffn_act(act))
@@ -142,6 +145,7 @@ Json to_json(const ModelSpec& m) {
                 {"qk_nope_head_dim", m.mla->qk_nope_head_dim},
                 {"qk_rope_head_dim", m.mla->qk_rope_head_dim},
                 {"v_head_dim", m.mla->v_head_dim}};
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   detail::write_model_numerics(m, &j);
   return j;
 }
@@ -423,7 +427,7 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   JsonFields f(j, where, &d);
   // A plan file (`parallax plan --out`) is a scenario with its format and predicted figures.
   f.reject_unknown({"model", "cluster", "parallel", "batch", "seq_len", "recompute", "precision",
-                    "attention", "eager", "moe_imbalance", "overlap", "notes", "format",
+                    "attention", "eager", "moe_imbalance", "moe", "overlap", "notes", "format",
                     "predicted"});
   // A plan file of another format version may mean other things by the same keys.
   if (f.has("format")) {
@@ -478,7 +482,8 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
     p.fsdp = pf.boolean("fsdp", p.fsdp);
     p.zero_stage = static_cast<int>(pf.integer("zero", p.zero_stage));
     if (pf.boolean("distributed_optimizer", false)) p.zero_stage = std::max(p.zero_stage, 1);
-    read_enum(pf, "schedule", parse_schedule, &p.schedule, "1f1b, interleaved, zb-h1", &d);
+    read_enum(pf, "schedule", parse_schedule, &p.schedule, "1f1b, interleaved, zb-h1, dualpipe",
+              &d);
     read_enum(pf, "cp_comm", parse_cp_comm, &p.cp_comm, "ring, allgather", &d);
     p.pp_scatter_gather = pf.boolean("pp_scatter_gather", p.pp_scatter_gather);
   }
@@ -495,43 +500,47 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   read_enum(f, "attention", parse_attention, &p.attention, "flash, flash2, unfused", &d);
   p.eager = f.boolean("eager", p.eager);
   p.moe_imbalance = f.number("moe_imbalance", p.moe_imbalance);
+  detail::read_moe_plan(f, where, &d, &p);
   if (const Json* o = f.object("overlap")) {
     JsonFields of(*o, where + "/overlap", &d);
-    of.reject_unknown({"grad_reduce", "param_gather", "tp_comm"});
+    of.reject_unknown({"grad_reduce", "param_gather", "tp_comm", "moe_comm"});
     p.overlap_grad_reduce = of.boolean("grad_reduce", p.overlap_grad_reduce);
     p.overlap_param_gather = of.boolean("param_gather", p.overlap_param_gather);
     p.overlap_tp_comm = of.boolean("tp_comm", p.overlap_tp_comm);
+    p.overlap_moe_comm = of.boolean("moe_comm", p.overlap_moe_comm);
   }
   if (!d.empty()) return d;
   return s;
 }
 
 Json plan_to_json(const ParallelPlan& p) {
-  return {{"parallel",
-           {{"tp", p.tp},
-            {"pp", p.pp},
-            {"dp", p.dp},
-            {"cp", p.cp},
-            {"ep", p.ep},
-            {"etp", p.etp},
-            {"vpp", p.vpp},
-            {"sequence_parallel", p.sequence_parallel},
-            {"zero", p.zero_stage},
-            {"fsdp", p.fsdp},
-            {"schedule", to_string(p.schedule)},
-            {"cp_comm", to_string(p.cp_comm)},
-            {"pp_scatter_gather", p.pp_scatter_gather}}},
-          {"batch", {{"micro_batch", p.micro_batch}, {"global_batch", p.global_batch}}},
-          {"seq_len", p.seq_len},
-          {"recompute", to_string(p.recompute)},
-          {"precision", to_string(p.precision)},
-          {"attention", to_string(p.attention)},
-          {"eager", p.eager},
-          {"moe_imbalance", p.moe_imbalance},
-          {"overlap",
-           {{"grad_reduce", p.overlap_grad_reduce},
-            {"param_gather", p.overlap_param_gather},
-            {"tp_comm", p.overlap_tp_comm}}}};
+  Json j = {{"parallel",
+             {{"tp", p.tp},
+              {"pp", p.pp},
+              {"dp", p.dp},
+              {"cp", p.cp},
+              {"ep", p.ep},
+              {"etp", p.etp},
+              {"vpp", p.vpp},
+              {"sequence_parallel", p.sequence_parallel},
+              {"zero", p.zero_stage},
+              {"fsdp", p.fsdp},
+              {"schedule", to_string(p.schedule)},
+              {"cp_comm", to_string(p.cp_comm)},
+              {"pp_scatter_gather", p.pp_scatter_gather}}},
+            {"batch", {{"micro_batch", p.micro_batch}, {"global_batch", p.global_batch}}},
+            {"seq_len", p.seq_len},
+            {"recompute", to_string(p.recompute)},
+            {"precision", to_string(p.precision)},
+            {"attention", to_string(p.attention)},
+            {"eager", p.eager},
+            {"moe_imbalance", p.moe_imbalance},
+            {"overlap",
+             {{"grad_reduce", p.overlap_grad_reduce},
+              {"param_gather", p.overlap_param_gather},
+              {"tp_comm", p.overlap_tp_comm}}}};
+  detail::write_moe_plan(p, &j);
+  return j;
 }
 
 }  // namespace parallax

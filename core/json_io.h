@@ -34,6 +34,8 @@ std::optional<CollectiveOp> parse_collective(const std::string& s);
 std::optional<FfnAct> parse_ffn_act(const std::string& s);
 std::optional<CpComm> parse_cp_comm(const std::string& s);
 std::optional<AttentionImpl> parse_attention(const std::string& s);
+/// alltoall | allgather | flex (also "deepep").
+std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& s);
 
 /// Sets *target from an enum name with `parse`; an unknown name becomes the diagnostic
 /// `where: unknown <what> 'name' (hint: valid: ...)`. Shared by the JSON readers and the flags.

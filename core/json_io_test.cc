@@ -335,6 +335,34 @@ TEST(JsonIoScenario, MapsEveryField) {
   EXPECT_DOUBLE_EQ(back["moe_imbalance"].get<double>(), 1.25);
 }
 
+// The MoE settings and DualPipe read and written back; a dense plan's file carries none of them.
+TEST(JsonIoScenario, MoeSettingsRoundTrip) {
+  const Json j = Json::parse(R"({
+    "parallel": {"pp": 4, "ep": 8, "schedule": "dualpipe"},
+    "moe": {"dispatcher": "flex", "max_nodes": 4, "capacity_factor": 1.5},
+    "overlap": {"moe_comm": true}})");
+  auto s = scenario_from_json(j, "s.json:", ParallelPlan{});
+  ASSERT_TRUE(s.ok()) << s.error_text();
+  const ParallelPlan& p = s->plan;
+  EXPECT_EQ(p.schedule, ScheduleKind::kDualPipe);
+  EXPECT_EQ(p.moe_dispatcher, MoeDispatcher::kFlex);
+  EXPECT_EQ(p.moe_max_nodes, 4);
+  EXPECT_DOUBLE_EQ(p.moe_capacity_factor, 1.5);
+  EXPECT_TRUE(p.overlap_moe_comm);
+  auto back = scenario_from_json(plan_to_json(p), "back:", ParallelPlan{});
+  ASSERT_TRUE(back.ok()) << back.error_text();
+  EXPECT_EQ(back->plan, p);
+  const Json dense = plan_to_json(ParallelPlan{});
+  EXPECT_FALSE(dense.contains("moe"));
+  EXPECT_FALSE(dense["overlap"].contains("moe_comm"));
+  auto bad = scenario_from_json(Json::parse(R"({"moe": {"dispatcher": "nccl"}})"),
+                                "s.json:", ParallelPlan{});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error_text().find("s.json:/moe/dispatcher: unknown dispatcher 'nccl'"),
+            std::string::npos)
+      << bad.error_text();
+}
+
 TEST(JsonIoScenario, FieldsLeftOutKeepTheDefaults) {
   ParallelPlan defaults;
   defaults.tp = 8;

@@ -35,6 +35,10 @@ FieldLocator json_locator(std::string prefix) {
     if (name == "precision") return prefix + "/precision";
     if (name == "sp") return prefix + "/parallel/sequence_parallel";
     if (name == "moe-imbalance") return prefix + "/moe_imbalance";
+    if (name == "moe-dispatcher") return prefix + "/moe/dispatcher";
+    if (name == "moe-max-nodes") return prefix + "/moe/max_nodes";
+    if (name == "moe-capacity-factor") return prefix + "/moe/capacity_factor";
+    if (name == "overlap-moe-comm") return prefix + "/overlap/moe_comm";
     return prefix + "/parallel/" + name;
   };
 }
@@ -164,12 +168,46 @@ void check_batch(const ParallelPlan& p, const AddDiagnostic& add) {
         "");
 }
 
+/// The MoE settings of a plan: node limit, capacity factor, and where Megatron-LM overlaps
+/// expert-parallel communication (transformer_config.py's asserts on
+/// overlap_moe_expert_parallel_comm).
+void check_moe_settings(const ParallelPlan& p, const AddDiagnostic& add) {
+  if (p.moe_max_nodes < 0)
+    add("moe-max-nodes", "moe_max_nodes=" + std::to_string(p.moe_max_nodes) + " must be >= 0",
+        "0 routes without a node limit (or by the model's own expert groups)");
+  if (!(p.moe_capacity_factor >= 0) || !std::isfinite(p.moe_capacity_factor))
+    add("moe-capacity-factor",
+        "moe_capacity_factor=" + format_number("%g", p.moe_capacity_factor) + " must be >= 0",
+        "0 is dropless; 1 caps every expert at its mean load");
+  if (p.overlap_moe_comm && p.ep == 1)
+    add("overlap-moe-comm", "overlapping expert-parallel communication needs ep > 1",
+        "Megatron-LM asserts expert_model_parallel_size > 1");
+  if (p.overlap_moe_comm && p.moe_dispatcher == MoeDispatcher::kAllGather)
+    add("overlap-moe-comm",
+        "overlapping expert-parallel communication needs the alltoall or flex dispatcher, got "
+        "allgather",
+        "--moe-dispatcher alltoall or flex");
+  if (p.overlap_moe_comm && p.schedule != ScheduleKind::kInterleaved1F1B &&
+      !(p.schedule == ScheduleKind::k1F1B && p.pp == 1))
+    add("overlap-moe-comm",
+        std::string("overlapping expert-parallel communication needs pp=1 or the interleaved "
+                    "schedule, got ") +
+            to_string(p.schedule) + " with pp=" + std::to_string(p.pp),
+        p.schedule == ScheduleKind::kDualPipe
+            ? "DualPipe overlaps it by itself: leave --overlap-moe-comm out"
+            : "Megatron-LM's combined 1F1B needs virtual pipeline stages: --vpp 2 or more");
+  if (p.overlap_moe_comm && p.recompute == Recompute::kFull)
+    add("overlap-moe-comm", "overlapping expert-parallel communication runs without full recompute",
+        "Megatron-LM asserts recompute_granularity != 'full' with it");
+}
+
 /// Expert parallelism: only for MoE models, dividing the experts and the stage's ranks.
 void check_experts(const ModelSpec& m, const ParallelPlan& p, const AddDiagnostic& add) {
   if (!(p.moe_imbalance >= 1.0) || !std::isfinite(p.moe_imbalance))
     add("moe-imbalance",
         "moe_imbalance=" + format_number("%g", p.moe_imbalance) + " must be at least 1",
         "the busiest expert-parallel rank's routed tokens over the mean: 1 is even routing");
+  check_moe_settings(p, add);
   if (!m.moe) {
     if (p.ep != 1)
       add("ep", "ep=" + std::to_string(p.ep) + " needs a mixture-of-experts model",
@@ -270,6 +308,20 @@ const char* to_string(ScheduleKind s) {
       return "interleaved";
     case ScheduleKind::kZeroBubbleH1:
       return "zb-h1";
+    case ScheduleKind::kDualPipe:
+      return "dualpipe";
+  }
+  return "?";
+}
+
+const char* to_string(MoeDispatcher d) {
+  switch (d) {
+    case MoeDispatcher::kAllToAll:
+      return "alltoall";
+    case MoeDispatcher::kAllGather:
+      return "allgather";
+    case MoeDispatcher::kFlex:
+      return "flex";
   }
   return "?";
 }

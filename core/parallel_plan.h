@@ -19,9 +19,18 @@ namespace parallax {
 /// "selective"`, `selective_ac_option = "op"`: the outputs of every other matmul and of attention
 /// are saved, everything else is recomputed); full (only each layer's input is kept).
 enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
-/// Pipeline schedules: 1F1B (PipeDream-Flush), interleaved 1F1B (Megatron virtual stages), and
-/// ZB-H1 (Qi et al. 2024: backward split into input-gradient B and weight-gradient W).
-enum class ScheduleKind { k1F1B, kInterleaved1F1B, kZeroBubbleH1 };
+/// Pipeline schedules: 1F1B (PipeDream-Flush), interleaved 1F1B (Megatron virtual stages),
+/// ZB-H1 (Qi et al. 2024: backward split into input-gradient B and weight-gradient W), and
+/// DualPipe (DeepSeek-V3, arXiv 2412.19437 Sec. 3.2.1: microbatches fed from both ends of the
+/// pipeline, each rank holding two stages, forward and backward chunks of two microbatches
+/// overlapped).
+enum class ScheduleKind { k1F1B, kInterleaved1F1B, kZeroBubbleH1, kDualPipe };
+/// How tokens reach their experts, Megatron-LM's --moe-token-dispatcher-type: an all-to-all over
+/// the expert-parallel group (NCCL, one copy per routed expert); an all-gather of every token over
+/// the expert tensor x expert parallel ranks and a reduce-scatter back; or flex, DeepEP's fused
+/// kernels (one copy per destination rank, sent once per destination node over RDMA and forwarded
+/// over NVLink inside it).
+enum class MoeDispatcher { kAllToAll, kAllGather, kFlex };
 /// How context-parallel ranks exchange K and V: a ring of point-to-point transfers hidden behind
 /// attention (Megatron's default), or one all-gather before attention (and a reduce-scatter of
 /// their gradients after backward).
@@ -68,6 +77,17 @@ struct ParallelPlan {
   /// Every rank waits for that one at the combine all-to-all, so its expert GEMMs and received
   /// tokens set the layer's time and activation memory; at most ep (all on one rank).
   double moe_imbalance = 1.0;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  /// Node-limited routing (DeepSeek-V3: each token to experts on at most 4 nodes): the most
+  /// scale-up domains of the expert-parallel group one token's copies reach; 0 = as the model's
+  /// own group-limited routing (RouterSpec groups) allows, or unlimited.
+  int moe_max_nodes = 0;
+  /// Expert capacity over the mean load (--moe-expert-capacity-factor): copies beyond it are
+  /// dropped, so it bounds the busiest rank; 0 = dropless.
+  double moe_capacity_factor = 0;
+  /// Expert-parallel communication of one microbatch overlapped with another's compute (Megatron's
+  /// --overlap-moe-expert-parallel-comm: its combined 1F1B pairs a forward with a backward).
+  bool overlap_moe_comm = false;
 
   int gpus() const { return tp * pp * dp * cp; }
   int64_t num_microbatches() const {
@@ -124,5 +144,6 @@ const char* to_string(Recompute r);
 const char* to_string(ScheduleKind s);
 const char* to_string(CpComm c);
 const char* to_string(AttentionImpl a);
+const char* to_string(MoeDispatcher d);
 
 }  // namespace parallax

@@ -58,6 +58,43 @@ TEST_F(ParallelPlanTest, MoeWithTensorParallelismNeedsSequenceParallelism) {
   EXPECT_TRUE(mentions(validate_plan(mixtral, h100x64_, p), "need sequence parallelism"));
 }
 
+// The MoE settings, each checked where Megatron-LM asserts it: a negative node limit or capacity,
+// and EP overlap without expert parallelism, with the allgather dispatcher, with full recompute,
+// or with pp > 1 outside the interleaved schedule (DualPipe overlaps by itself).
+TEST_F(ParallelPlanTest, MoeSettingsAreCheckedWhereMegatronAssertsThem) {
+  const ModelSpec mixtral = Zoo("mixtral-8x7b");
+  ParallelPlan p = Tp8Dp8();
+  p.ep = 8;
+  p.moe_max_nodes = -1;
+  p.moe_capacity_factor = -0.5;
+  Diagnostics d = validate_plan(mixtral, h100x64_, p);
+  EXPECT_TRUE(mentions(d, "--moe-max-nodes: moe_max_nodes=-1 must be >= 0")) << text(d);
+  EXPECT_TRUE(mentions(d, "--moe-capacity-factor: moe_capacity_factor=-0.5 must be >= 0"))
+      << text(d);
+  p = Tp8Dp8();
+  p.overlap_moe_comm = true;
+  p.moe_dispatcher = MoeDispatcher::kAllGather;
+  p.recompute = Recompute::kFull;
+  d = validate_plan(mixtral, h100x64_, p);
+  EXPECT_TRUE(mentions(d,
+                       "--overlap-moe-comm: overlapping expert-parallel communication needs "
+                       "ep > 1"))
+      << text(d);
+  EXPECT_TRUE(mentions(d, "needs the alltoall or flex dispatcher, got allgather")) << text(d);
+  EXPECT_TRUE(mentions(d, "runs without full recompute")) << text(d);
+  p = Tp8Dp8();
+  p.ep = 8;
+  p.overlap_moe_comm = true;
+  EXPECT_TRUE(validate_plan(mixtral, h100x64_, p).empty());
+  p.tp = 4;
+  p.pp = 2;
+  p.schedule = ScheduleKind::kDualPipe;
+  d = validate_plan(mixtral, h100x64_, p);
+  EXPECT_TRUE(mentions(d, "needs pp=1 or the interleaved schedule, got dualpipe with pp=2"))
+      << text(d);
+  EXPECT_TRUE(mentions(d, "DualPipe overlaps it by itself")) << text(d);
+}
+
 TEST_F(ParallelPlanTest, BaselineIsValid) {
   const Diagnostics d = validate_plan(llama70b_, h100x64_, Tp8Dp8());
   EXPECT_TRUE(d.empty()) << text(d);

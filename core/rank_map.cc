@@ -46,6 +46,8 @@ int RankMap::group_size(GroupKind kind) const {
       return plan_.tp * plan_.cp * plan_.dp / (plan_.ep * plan_.etp);
     case GroupKind::kDpCp:
       return plan_.dp * plan_.cp;
+    case GroupKind::kEtpEp:
+      return plan_.etp * plan_.ep;
   }
   return 1;
 }
@@ -68,6 +70,8 @@ int RankMap::stride(GroupKind kind) const {
       return plan_.etp * plan_.ep;
     case GroupKind::kDpCp:
       return plan_.tp;
+    case GroupKind::kEtpEp:
+      return 1;
   }
   return 1;
 }

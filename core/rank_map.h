@@ -10,7 +10,9 @@
 
 namespace parallax {
 
-enum class GroupKind { kTp, kCp, kDp, kPp, kEp, kEtp, kExpertDp, kDpCp };
+/// kEtpEp: the expert-tensor and expert-parallel ranks together (Megatron's tp_ep_group, over
+/// which the allgather MoE dispatcher gathers tokens).
+enum class GroupKind { kTp, kCp, kDp, kPp, kEp, kEtp, kExpertDp, kDpCp, kEtpEp };
 
 struct RankCoords {
   int tp = 0, cp = 0, dp = 0, pp = 0;
