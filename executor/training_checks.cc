@@ -38,6 +38,8 @@ Diagnostics check_training(const ModelShape& shape, const TrainOptions& o, int w
   if (o.schedule == ScheduleKind::kZeroBubbleH1)
     d.push_back(
         {"--schedule", "the zero-bubble schedule is not executed yet", "1f1b or interleaved"});
+  if (o.schedule == ScheduleKind::kDualPipe)
+    d.push_back({"--schedule", "the DualPipe schedule is not executed yet", "1f1b or interleaved"});
   if (o.ep < 1 || (dp * o.cp) % o.ep != 0)
     d.push_back(
         {"--ep",

@@ -222,6 +222,8 @@ std::vector<Pipe> pipe_choices(const PlanRequest& r, const ParallelPlan& layout)
   std::vector<Pipe> pipes = {{ScheduleKind::k1F1B, 1}};
   if (layout.pp == 1) return pipes;
   pipes.push_back({ScheduleKind::kZeroBubbleH1, 1});
+  // DualPipe pairs rank r with rank pp-1-r; its microbatch rule is the schedule's to check.
+  if (layout.pp % 2 == 0) pipes.push_back({ScheduleKind::kDualPipe, 1});
   for (int v = 2; layout.pp * v <= r.model.layers; ++v) {
     if (r.constraints.max_vpp > 0 && v > r.constraints.max_vpp) break;
     // Interleaving splits each rank's layers into equal chunks (Megatron's

@@ -121,17 +121,18 @@ std::vector<Candidate> bound_candidates(const std::vector<PlanRequest>& requests
                                         std::vector<Candidate> all, const SearchOptions& opt,
                                         SearchStats* stats) {
   if (!all.empty()) all = drop_oversized_state(requests, std::move(all), stats);
-  // One replayed schedule per (schedule, pp, vpp, microbatches), shared read-only.
-  using ScheduleKey = std::tuple<int, int, int, int64_t>;
+  // One replayed schedule per (schedule, pp, vpp, microbatches, paired), shared read-only.
+  using ScheduleKey = std::tuple<int, int, int, int64_t, bool>;
   auto schedule_key = [](const ParallelPlan& p) {
-    return ScheduleKey{static_cast<int>(p.schedule), p.pp, p.vpp, bounds_replay_microbatches(p)};
+    return ScheduleKey{static_cast<int>(p.schedule), p.pp, p.vpp, bounds_replay_microbatches(p),
+                       p.overlap_moe_comm};
   };
   std::map<ScheduleKey, std::vector<std::vector<PipelineOp>>> schedules;
   for (const Candidate& c : all) {
     const ScheduleKey key = schedule_key(c.plan);
     if (schedules.count(key)) continue;
     auto built = build_pipeline_schedule(c.plan.schedule, c.plan.pp, c.plan.vpp,
-                                         static_cast<int>(std::get<3>(key)));
+                                         static_cast<int>(std::get<3>(key)), std::get<4>(key));
     schedules[key] = built ? std::move(built.value()) : std::vector<std::vector<PipelineOp>>{};
   }
   std::vector<double> memory(all.size(), 0), lower(all.size(), 0);

@@ -58,10 +58,14 @@ Entities make_entities(const ParallelPlan& p, bool full, int domain) {
 class Replay {
  public:
   Replay(const EngineSetup& s, const std::vector<std::vector<PipelineOp>>& sched)
-      : s_(s), sched_(sched), ent_(make_entities(s.plan, s.full_ranks, s.scale_up_domain)) {
+      : s_(s),
+        sched_(sched),
+        ent_(make_entities(s.plan, s.full_ranks, s.scale_up_domain)),
+        layout_{s.plan.schedule, s.plan.pp, s.plan.vpp} {
     const int64_t m = s.plan.num_microbatches();
+    const int chunks = layout_.chunks_per_rank();
     for (auto* f : {&fin_f_, &fin_b_, &fin_w_})
-      f->assign(ent_.count, std::vector<double>(s.plan.vpp * m, kUnset));
+      f->assign(ent_.count, std::vector<double>(chunks * m, kUnset));
     arrive_f_ = fin_f_;
     arrive_b_ = fin_b_;
     compute_free_.assign(ent_.count, 0);
@@ -70,7 +74,7 @@ class Replay {
     act_.assign(ent_.count, ActivationLedger{});
     res_.ranks.resize(ent_.count);
     res_.stage_of_rank = ent_.stage;
-    last_bwd_.assign(ent_.count, std::vector<std::pair<double, double>>(s.plan.vpp, {0, 0}));
+    last_bwd_.assign(ent_.count, std::vector<std::pair<double, double>>(chunks, {0, 0}));
   }
 
   EngineResult run() {
@@ -80,29 +84,38 @@ class Replay {
   }
 
  private:
-  /// Index of (virtual stage, microbatch) among those of the entity that runs the stage.
-  int idx(int vs, int mb) const {
-    return (vs / s_.plan.pp) * static_cast<int>(s_.plan.num_microbatches()) + mb;
+  /// Index of (chunk, microbatch) among those of one entity.
+  int idx(int chunk, int mb) const {
+    return chunk * static_cast<int>(s_.plan.num_microbatches()) + mb;
   }
 
   /// Earliest start of op on entity e from its data dependencies, or kUnset if not yet known.
-  double ready_time(int e, const PipelineOp& op, int vs) const {
-    const int vstages = s_.plan.pp * s_.plan.vpp;
+  double ready_time(int e, const PipelineOp& op) const {
+    const int stage = layout_.stage_of(ent_.stage[e], op.chunk);
+    const int i = idx(op.chunk, op.microbatch);
     switch (op.kind) {
       case PassKind::kForward:
-        return vs == 0 ? 0.0 : arrive_f_[e][idx(vs, op.microbatch)];
+        return stage == 0 ? 0.0 : arrive_f_[e][i];
       case PassKind::kBackward:
       case PassKind::kBackwardInput: {
-        const double own = fin_f_[e][idx(vs, op.microbatch)];
+        const double own = fin_f_[e][i];
         if (own == kUnset) return kUnset;
-        if (vs == vstages - 1) return own;
-        const double up = arrive_b_[e][idx(vs, op.microbatch)];
+        if (stage == layout_.stages() - 1) return own;
+        const double up = arrive_b_[e][i];
         return up == kUnset ? kUnset : std::max(own, up);
       }
       case PassKind::kBackwardWeight:
-        return fin_b_[e][idx(vs, op.microbatch)];
+        return fin_b_[e][i];
     }
     return kUnset;
+  }
+
+  /// The entity that runs `stage` of the microbatch of `op` (on chunks of op's index under
+  /// DualPipe), a pipeline neighbour of entity e, and that chunk.
+  std::pair<int, int> neighbour(int e, const PipelineOp& op, int stage) const {
+    const OpRef at = layout_.place(stage, op.chunk, op);
+    const int to = at.rank == (ent_.stage[e] + 1) % s_.plan.pp ? ent_.next[e] : ent_.prev[e];
+    return {to, at.op.chunk};
   }
 
   /// Sends the activation (or its gradient) to the neighbouring stage. The interleaved and
@@ -110,7 +123,7 @@ class Replay {
   /// Megatron-LM and torch.distributed.pipelining run it, exchanges it in a batched send/recv it
   /// waits on before its next pass (send_forward_recv_backward and send_backward_recv_forward):
   /// the compute stream idles for the transfer.
-  void send(int e, int to, int vs_to, int mb, bool forward, double at) {
+  void send(int e, int to, int chunk_to, int mb, bool forward, double at) {
     const double start = std::max(at, p2p_free_[e]);
     const double end = start + s_.p2p_time_s;
     p2p_free_[e] = end;
@@ -119,23 +132,48 @@ class Replay {
           end - std::max(start, compute_free_[e]);
       compute_free_[e] = end;
     }
-    (forward ? arrive_f_ : arrive_b_)[to][idx(vs_to, mb)] = end;
+    (forward ? arrive_f_ : arrive_b_)[to][idx(chunk_to, mb)] = end;
     if (s_.record_trace && s_.p2p_time_s > 0)
       res_.trace.push_back({e, StreamKind::kPipeline, forward ? "send_act" : "send_grad",
                             CostCategory::kPpComm, start, end, mb, -1, PassKind::kForward});
   }
 
-  void execute(int e, const PipelineOp& op, double ready) {
-    const int pp = s_.plan.pp, vstages = pp * s_.plan.vpp;
+  /// Runs `n` ops of entity e from `ops` (one, or an overlapped forward-backward pair) as one
+  /// span of the compute stream starting at `ready` or when the stream frees.
+  void execute(int e, const PipelineOp* ops, int n, double ready) {
     const int r = ent_.stage[e];
-    const int vs = virtual_stage(r, op.chunk, pp);
-    const StageCost& st = s_.stages[vs];
-    const PassCost& pc = pass_cost(st, op.kind);
+    const PassCost* pc[2] = {};
+    double span = 0;
+    for (int k = 0; k < n; ++k) {
+      pc[k] = &pass_cost(s_.stages[layout_.stage_of(r, ops[k].chunk)], ops[k].kind);
+      span += pc[k]->time_s;
+    }
+    if (n == 2) span = paired_time(*pc[0], *pc[1], s_.overlap_slowdown);
     const double start = std::max(ready, compute_free_[e]);
-    const double end = start + pc.time_s;
+    const double end = start + span;
     compute_free_[e] = end;
     RankOutcome& out = res_.ranks[e];
-    for (int c = 0; c < kNumCategories; ++c) out.busy_by_category[c] += pc.by_category[c];
+    double listed = 0;
+    for (int k = 0; k < n; ++k) {
+      for (int c = 0; c < kNumCategories; ++c) out.busy_by_category[c] += pc[k]->by_category[c];
+      listed += pc[k]->time_s;
+    }
+    // The pair's hidden communication leaves the expert-parallel category.
+    out.busy_by_category[static_cast<int>(CostCategory::kEpComm)] -= listed - span;
+    double t = start;
+    for (int k = 0; k < n; ++k) {
+      finish(e, ops[k], t, end, span / listed);
+      t += pc[k]->time_s * span / listed;
+    }
+  }
+
+  /// Records op's end at `end` (its ledger, sends and trace, the trace compressed by `scale`
+  /// within a pair from `start`).
+  void finish(int e, const PipelineOp& op, double start, double end, double scale) {
+    const int vs = layout_.stage_of(ent_.stage[e], op.chunk);
+    const StageCost& st = s_.stages[vs];
+    const PassCost& pc = pass_cost(st, op.kind);
+    RankOutcome& out = res_.ranks[e];
     const double stored_before = act_[e].current_bytes();
     act_[e].run(st, op.kind);
     out.peak_activation_bytes = act_[e].peak_bytes();
@@ -148,15 +186,21 @@ class Replay {
       res_.memory.push_back({e, start, stored_during + (holds_transient ? st.transient_bytes : 0)});
       res_.memory.push_back({e, end, act_[e].current_bytes()});
     }
-    const int i = idx(vs, op.microbatch);
+    const int i = idx(op.chunk, op.microbatch);
     if (op.kind == PassKind::kForward) {
       fin_f_[e][i] = end;
-      if (vs + 1 < vstages) send(e, ent_.next[e], vs + 1, op.microbatch, true, end);
+      if (vs + 1 < layout_.stages()) {
+        const auto [to, chunk] = neighbour(e, op, vs + 1);
+        send(e, to, chunk, op.microbatch, true, end);
+      }
     } else if (op.kind == PassKind::kBackwardWeight) {
       fin_w_[e][i] = end;
     } else {
       fin_b_[e][i] = end;
-      if (vs > 0) send(e, ent_.prev[e], vs - 1, op.microbatch, false, end);
+      if (vs > 0) {
+        const auto [to, chunk] = neighbour(e, op, vs - 1);
+        send(e, to, chunk, op.microbatch, false, end);
+      }
     }
     if (op.kind != PassKind::kForward) {
       auto& lb = last_bwd_[e][op.chunk];
@@ -169,30 +213,33 @@ class Replay {
       double t = start;
       for (const auto& o : pc.ops) {
         if (o.time_s <= 0) continue;
-        res_.trace.push_back({e, StreamKind::kCompute, o.name, o.category, t, t + o.time_s,
+        res_.trace.push_back({e, StreamKind::kCompute, o.name, o.category, t, t + o.time_s * scale,
                               op.microbatch, op.chunk, op.kind});
-        t += o.time_s;
+        t += o.time_s * scale;
       }
     }
   }
 
   void replay_pipeline() {
-    const int pp = s_.plan.pp;
     size_t remaining = 0;
     for (int e = 0; e < ent_.count; ++e) remaining += sched_[ent_.stage[e]].size();
     while (remaining > 0) {
       bool progressed = false;
       for (int e = 0; e < ent_.count; ++e) {
         const auto& list = sched_[ent_.stage[e]];
-        // Run as many consecutive ops as are ready on this entity.
+        // Run as many consecutive ops (or overlapped pairs) as are ready on this entity.
         while (cursor_[e] < list.size()) {
           const PipelineOp& op = list[cursor_[e]];
-          const int vs = virtual_stage(ent_.stage[e], op.chunk, pp);
-          const double ready = ready_time(e, op, vs);
+          const int n = op.paired_with_next && cursor_[e] + 1 < list.size() ? 2 : 1;
+          double ready = ready_time(e, op);
+          if (n == 2 && ready != kUnset) {
+            const double second = ready_time(e, list[cursor_[e] + 1]);
+            ready = second == kUnset ? kUnset : std::max(ready, second);
+          }
           if (ready == kUnset) break;
-          execute(e, op, ready);
-          ++cursor_[e];
-          --remaining;
+          execute(e, &op, n, ready);
+          cursor_[e] += n;
+          remaining -= n;
           progressed = true;
         }
       }
@@ -204,15 +251,15 @@ class Replay {
   /// bucket by bucket (one bucket per layer) as that backward produces them. Returns when the
   /// reductions end; `overlapped` gets the communication time that ran beside compute.
   double grad_sync_end(int e, double* overlapped) {
-    const int pp = s_.plan.pp, vpp = s_.plan.vpp;
+    const int chunks = layout_.chunks_per_rank();
     const double all_done = compute_free_[e];
-    std::vector<int> order(vpp);
-    for (int c = 0; c < vpp; ++c) order[c] = c;
+    std::vector<int> order(chunks);
+    for (int c = 0; c < chunks; ++c) order[c] = c;
     std::sort(order.begin(), order.end(),
               [&](int a, int b) { return last_bwd_[e][a].second < last_bwd_[e][b].second; });
     double dp_free = 0, busy = 0;
     for (int c : order) {
-      const int vs = virtual_stage(ent_.stage[e], c, pp);
+      const int vs = layout_.stage_of(ent_.stage[e], c);
       const double total = s_.grad_sync_s[vs];
       if (total <= 0) continue;
       const auto [b0, b1] = last_bwd_[e][c];
@@ -239,8 +286,8 @@ class Replay {
   double param_gather_exposed(int r, double* overlapped) const {
     double gather = 0, forward = 0;
     int layers = 0;
-    for (int c = 0; c < s_.plan.vpp; ++c) {
-      const int vs = virtual_stage(r, c, s_.plan.pp);
+    for (int c = 0; c < layout_.chunks_per_rank(); ++c) {
+      const int vs = layout_.stage_of(r, c);
       gather += s_.param_sync_s[vs];
       forward += s_.stages[vs].forward.time_s;
       layers += s_.stages[vs].layers;
@@ -287,6 +334,7 @@ class Replay {
   const EngineSetup& s_;
   const std::vector<std::vector<PipelineOp>>& sched_;
   Entities ent_;
+  PipelineLayout layout_;
   std::vector<std::vector<double>> fin_f_, fin_b_, fin_w_, arrive_f_, arrive_b_;
   std::vector<double> compute_free_, p2p_free_;
   std::vector<ActivationLedger> act_;

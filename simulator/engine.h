@@ -77,6 +77,19 @@ inline const PassCost& pass_cost(const StageCost& st, PassKind k) {
   return st.forward;
 }
 
+/// Time of a forward and a backward pass run as one overlapped pair (DualPipe's F&B chunks,
+/// Megatron's combined 1F1B): each pass's expert-parallel communication hides behind the other's
+/// compute, so that with A their exposed EP communication and C the rest of their two times,
+///   t = C + max(0, A - C) + slowdown * min(A, C),
+/// the communication slowing the compute it overlaps by the share of SMs it takes (DeepSeek-V3
+/// Sec. 3.2.2: its dispatch and combine run on 20 of 132 SMs beside the other chunk's compute).
+inline double paired_time(const PassCost& a, const PassCost& b, double slowdown) {
+  const int ep = static_cast<int>(CostCategory::kEpComm);
+  const double comm = a.by_category[ep] + b.by_category[ep];
+  const double rest = a.time_s + b.time_s - comm;
+  return rest + std::max(0.0, comm - rest) + slowdown * std::min(comm, rest);
+}
+
 /// Everything the engine needs besides the schedule; built by simulate().
 struct EngineSetup {
   ParallelPlan plan;

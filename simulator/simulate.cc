@@ -65,9 +65,22 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
   for (int vs = 0; vs < vstages; ++vs)
     data_parallel_sync(p, setup.stages[vs], comm, dense_dp, expert_dp_shape, &setup.grad_sync_s[vs],
                        &setup.param_sync_s[vs]);
-  if (m.tied_embeddings && vstages > 1) {
-    // The first and last stages each hold the tied embedding and all-reduce its fp32 gradient
-    // between them after backward (Megatron's embedding group).
+  const PipelineLayout layout{p.schedule, p.pp, p.vpp};
+  if (layout.dual()) {
+    // DualPipe: ranks r and pp-1-r both hold stages r and pp-1-r and sum their gradients
+    // (deepseek-ai/DualPipe example: each copy adds the other's) over the pipeline link.
+    const GroupShape pair = neighbour_pair(ranks.shape(GroupKind::kPp));
+    for (int vs = 0; vs < vstages; ++vs) {
+      const StageCost& st = setup.stages[vs];
+      setup.grad_sync_s[vs] += comm.time(CollectiveOp::kAllReduce,
+                                         (st.dense_params + st.expert_params) * kFp32Bytes, pair)
+                                   .time_s;
+    }
+  }
+  if ((m.tied_embeddings || m.mtp_layers > 0) && vstages > 1) {
+    // The first and last stages each hold the tied embedding (or the embedding that the
+    // multi-token-prediction modules share) and all-reduce its fp32 gradient between them after
+    // backward (Megatron's embedding group).
     const double params = static_cast<double>(m.vocab) * m.hidden / p.tp;
     const GroupShape pair = neighbour_pair(ranks.shape(GroupKind::kPp));
     const double t = comm.time(CollectiveOp::kAllReduce, params * kFp32Bytes, pair).time_s;
@@ -81,8 +94,8 @@ EngineSetup build_engine_setup(const ModelSpec& m, const HwProfile& hw, const Pa
   setup.optimizer_s.resize(p.pp);
   for (int rank = 0; rank < p.pp; ++rank) {
     double dense = 0, expert = 0;
-    for (int ch = 0; ch < p.vpp; ++ch) {
-      const StageCost& st = setup.stages[virtual_stage(rank, ch, p.pp)];
+    for (int ch = 0; ch < layout.chunks_per_rank(); ++ch) {
+      const StageCost& st = setup.stages[layout.stage_of(rank, ch)];
       dense += st.dense_params;
       expert += st.expert_params;
     }
@@ -177,8 +190,9 @@ Result<std::vector<std::vector<PipelineOp>>> checked_schedule(const ModelSpec& m
   Diagnostics errs = validate_model(m, "model");
   auto perr = validate_plan(m, c, p, locate);
   errs.insert(errs.end(), perr.begin(), perr.end());
-  auto sched = build_pipeline_schedule(
-      p.schedule, p.pp, p.vpp, static_cast<int>(std::max<int64_t>(1, p.num_microbatches())));
+  auto sched = build_pipeline_schedule(p.schedule, p.pp, p.vpp,
+                                       static_cast<int>(std::max<int64_t>(1, p.num_microbatches())),
+                                       p.overlap_moe_comm);
   if (errs.empty() && !sched) errs = sched.errors();
   if (!errs.empty()) return errs;
   return std::move(sched.value());
@@ -190,17 +204,33 @@ Result<std::vector<std::vector<PipelineOp>>> checked_schedule(const ModelSpec& m
 /// Returns the time bound and sets the rank's activation peak.
 double rank_bounds(const EngineSetup& setup, const std::vector<PipelineOp>& ops, int r,
                    int64_t extra, double head, double tail, double* peak_activation) {
-  const int pp = setup.plan.pp;
+  const PipelineLayout layout{setup.plan.schedule, setup.plan.pp, setup.plan.vpp};
+  const bool pairs = layout.dual() || setup.plan.overlap_moe_comm;
+  const int ep = static_cast<int>(CostCategory::kEpComm);
   double per_microbatch = 0;
-  for (int c = 0; c < setup.plan.vpp; ++c) {
-    const StageCost& st = setup.stages[virtual_stage(r, c, pp)];
+  for (int c = 0; c < layout.chunks_per_rank(); ++c) {
+    const StageCost& st = setup.stages[layout.stage_of(r, c)];
     per_microbatch += st.forward.time_s + st.backward.time_s;  // backward = B + W
+    // Steady microbatches may run in overlapped pairs, which hide at most their EP communication.
+    if (pairs) per_microbatch -= st.forward.by_category[ep] + st.backward.by_category[ep];
   }
+  // A DualPipe microbatch visits one of the rank's two chunks.
+  if (layout.dual()) per_microbatch /= 2;
   double work = static_cast<double>(extra) * per_microbatch, work_to_last_backward = work;
   ActivationLedger ledger;
-  for (const PipelineOp& op : ops) {
-    const StageCost& st = setup.stages[virtual_stage(r, op.chunk, pp)];
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const PipelineOp& op = ops[i];
+    const StageCost& st = setup.stages[layout.stage_of(r, op.chunk)];
     ledger.run(st, op.kind);
+    if (op.paired_with_next && i + 1 < ops.size()) {
+      const PipelineOp& next = ops[++i];
+      const StageCost& nst = setup.stages[layout.stage_of(r, next.chunk)];
+      ledger.run(nst, next.kind);
+      work +=
+          paired_time(pass_cost(st, op.kind), pass_cost(nst, next.kind), setup.overlap_slowdown);
+      work_to_last_backward = work;  // a pair holds a backward
+      continue;
+    }
     work += pass_cost(st, op.kind).time_s;
     if (op.kind != PassKind::kForward && op.kind != PassKind::kBackwardWeight)
       work_to_last_backward = work;
@@ -252,8 +282,8 @@ int64_t bounds_replay_microbatches(const ParallelPlan& p) {
 }
 
 Result<StepBounds> step_bounds(const ModelSpec& m, const Cluster& c, const ParallelPlan& p) {
-  auto sched = build_pipeline_schedule(p.schedule, p.pp, p.vpp,
-                                       static_cast<int>(bounds_replay_microbatches(p)));
+  auto sched = build_pipeline_schedule(
+      p.schedule, p.pp, p.vpp, static_cast<int>(bounds_replay_microbatches(p)), p.overlap_moe_comm);
   if (!sched) {
     Diagnostics errs = validate_model(m, "model");
     auto perr = validate_plan(m, c, p, flag_locator());
@@ -277,18 +307,24 @@ Result<StepBounds> step_bounds(const ModelSpec& m, const Cluster& c, const Paral
   std::vector<StageReport> stages;
   const EngineSetup setup = build_engine_setup(m, c.hw, p, SimulationOptions{}, &stages);
   StepBounds b;
-  const bool zb = p.schedule == ScheduleKind::kZeroBubbleH1;
-  double head = 0, tail = 0;  // over virtual stages 0..r-1 (see simulate.h)
+  const bool zb =
+      p.schedule == ScheduleKind::kZeroBubbleH1 || p.schedule == ScheduleKind::kDualPipe;
+  // head[s], tail[s]: sums over stages 0..s-1 (see simulate.h). A DualPipe rank r first runs
+  // stage r of one direction or stage pp-1-r of the other: the nearer end bounds it.
+  std::vector<double> head(p.pp + 1, 0), tail(p.pp + 1, 0);
+  for (int s = 0; s < p.pp; ++s) {
+    const StageCost& st = setup.stages[s];
+    head[s + 1] = head[s] + st.forward.time_s + setup.p2p_time_s;
+    tail[s + 1] = tail[s] + (zb ? st.backward_input : st.backward).time_s + setup.p2p_time_s;
+  }
   for (int r = 0; r < p.pp; ++r) {
+    const int before = p.schedule == ScheduleKind::kDualPipe ? std::min(r, p.pp - 1 - r) : r;
     double peak_activation = 0;
-    const double t =
-        rank_bounds(setup, (*sched)[r], r, microbatches - replayed, head, tail, &peak_activation);
+    const double t = rank_bounds(setup, (*sched)[r], r, microbatches - replayed, head[before],
+                                 tail[before], &peak_activation);
     b.step_time_lower_s = std::max(b.step_time_lower_s, t);
     complete_stage_memory(setup, c.hw, peak_activation, &stages[r].memory);
     b.peak_memory_gib = std::max(b.peak_memory_gib, stages[r].memory.total() / kGiB);
-    const StageCost& st = setup.stages[r];
-    head += st.forward.time_s + setup.p2p_time_s;
-    tail += (zb ? st.backward_input : st.backward).time_s + setup.p2p_time_s;
   }
   return b;
 }

@@ -509,6 +509,9 @@ TEST(ExecuteCli, WhatIsNotExecutedYetIsRefusedWithTheReason) {
   r = Parallax("execute" + model + " --gpus 2 --pp 2 --schedule zb-h1 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "zero-bubble schedule is not executed yet")) << r;
+  r = Parallax("execute" + model + " --gpus 2 --pp 2 --schedule dualpipe --gbs 4 --seq 32");
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_TRUE(Has(r, "DualPipe schedule is not executed yet")) << r;
   r = Parallax("execute --model deepseek-v3 --gbs 4 --seq 32");
   EXPECT_EQ(r.exit_code, 2) << r;
   EXPECT_TRUE(Has(r, "MLA")) << r;
