@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/units.h"
+#include "simulator/layer_builder.h"
+#include "simulator/moe_layer.h"
 
 namespace parallax {
 
@@ -45,53 +47,12 @@ void PassCost::merge(const PassCost& other, bool keep_ops) {
 
 namespace {
 
-/// Bytes of one activation (and gathered parameter, and p2p) element: bf16, which fp8
-/// recipes keep for activations too, or 4 in an fp32 plan.
-double act_bytes(const ParallelPlan& p) {
-  return p.precision == Precision::kFp32 ? kFp32Bytes : kBf16Bytes;
-}
-constexpr double kFp32 = kFp32Bytes;
-
-/// Sizes one rank sees for one microbatch.
-struct Dims {
-  double tokens = 0;     ///< t = mbs * seq / cp
-  double tokens_sp = 0;  ///< t / tp with sequence parallelism, else t
-  double h = 0;
-  int tp = 1;
-  double q_heads = 0;   ///< query heads on this rank
-  double kv_heads = 0;  ///< KV heads on this rank (replicated when tp > kv_heads)
-  double d_qk = 0, d_v = 0;
-};
-
-/// The one derivation of the per-rank sizes that lowering and the memory formulas share.
-Dims rank_dims(const ModelSpec& m, const ParallelPlan& p) {
-  Dims d;
-  d.tp = p.tp;
-  d.tokens = static_cast<double>(p.micro_batch) * p.seq_len / p.cp;
-  d.tokens_sp = p.sequence_parallel ? d.tokens / p.tp : d.tokens;
-  d.h = static_cast<double>(m.hidden);
-  d.q_heads = static_cast<double>(m.heads) / p.tp;
-  d.kv_heads = m.mla ? d.q_heads : std::max(1.0, static_cast<double>(m.kv_heads) / p.tp);
-  d.d_qk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
-  d.d_v = m.mla ? m.mla->v_head_dim : m.head_dim;
-  return d;
-}
-
-/// The K and V heads attention runs on: TorchTitan (AttentionImpl::kFlash2, PyTorch's SDPA)
-/// repeats K and V to the query heads before the call, so its attention inputs, the K and V that
-/// context parallelism exchanges and what SDPA saves for backward have the query heads.
-double attention_kv_heads(const Dims& d, const ParallelPlan& p) {
-  return p.attention == AttentionImpl::kFlash2 ? std::max(d.kv_heads, d.q_heads) : d.kv_heads;
-}
-
-/// Routed token copies the busiest expert-parallel rank's experts run on in one MoE layer, out of
-/// `tokens` (before the tensor-parallel split): its share of tokens / tp * top_k, gathered over
-/// the expert-tensor-parallel ranks, times the plan's imbalance (at most ep: every copy on one
-/// rank).
-double routed_rows(const ModelSpec& m, const ParallelPlan& p, double tokens) {
-  const double imbalance = std::clamp(p.moe_imbalance, 1.0, static_cast<double>(p.ep));
-  return tokens / p.tp * m.moe->top_k * p.etp * imbalance;
-}
+using lowering::act_bytes;
+using lowering::attention_kv_heads;
+using lowering::Dims;
+using lowering::kFp32;
+using lowering::LayerBuilder;
+using lowering::rank_dims;
 
 /// One linear layer of a transformer layer as PyTorch runs it (one matmul), in forward order: the
 /// lowered GEMM op it belongs to (q, k and v share qkv_proj; gate and up share mlp_gate_up), and
@@ -164,504 +125,6 @@ std::vector<std::pair<std::string, double>> op_sac_recompute_share(
   for (size_t i = 0; i < share.size(); ++i) share[i].second /= total[i] > 0 ? total[i] : 1.0;
   return share;
 }
-
-/// The ops of one pass, built op by op; backward mirrors forward.
-class LayerBuilder {
- public:
-  LayerBuilder(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw, const RankMap& ranks,
-               TableUse* use)
-      : m_(m),
-        p_(p),
-        compute_(hw, use),
-        comm_(hw, use),
-        tp_shape_(ranks.shape(GroupKind::kTp)),
-        cp_shape_(ranks.shape(GroupKind::kCp)),
-        ep_shape_(ranks.shape(GroupKind::kEp)),
-        etp_shape_(ranks.shape(GroupKind::kEtp)),
-        fsdp_shape_(ranks.shape(GroupKind::kDpCp)),
-        d_(rank_dims(m, p)),
-        act_(act_bytes(p)),
-        microbatches_(std::max<int64_t>(1, p.num_microbatches())) {}
-
-  const Dims& dims() const { return d_; }
-
-  // --- primitives -------------------------------------------------------------------------------
-  /// A GEMM [m x k] x [k x n]; in backward, the data-gradient and weight-gradient GEMMs (the
-  /// latter is W in zero-bubble schedules). `kind`: a linear layer (fp8 when the plan is), a
-  /// bf16-only linear layer (logits, router: fp8 recipes keep them in bf16), or attention's batched
-  /// GEMMs (bf16, and both backward GEMMs are input gradients).
-  enum class GemmKind { kLinear, kLinearBf16, kAttention };
-
-  void gemm(const char* name, double m, double k, double n, double batch = 1,
-            GemmKind kind = GemmKind::kLinear) {
-    GemmShape fwd{ll(m), ll(n), ll(k), ll(batch)};
-    GemmShape dgrad{ll(m), ll(k), ll(n), ll(batch)};
-    GemmShape wgrad{ll(k), ll(n), ll(m), ll(batch)};
-    const bool fp8 = kind == GemmKind::kLinear && p_.precision == Precision::kFp8;
-    const Precision prec = fp8                                ? Precision::kFp8
-                           : p_.precision == Precision::kFp32 ? Precision::kFp32
-                                                              : Precision::kBf16;
-    KernelTime f = compute_.gemm(fwd, prec), dg = compute_.gemm(dgrad, prec),
-               wg = compute_.gemm(wgrad, prec);
-    if (fp8) {
-      f.time_s += compute_.fp8_casts(fwd, GemmPass::kForward, microbatches_).time_s;
-      dg.time_s += compute_.fp8_casts(fwd, GemmPass::kDataGradient, microbatches_).time_s;
-      wg.time_s += compute_.fp8_casts(fwd, GemmPass::kWeightGradient, microbatches_).time_s;
-    }
-    fwd_.push_back(compute_op(name, f));
-    bwd_in_.push_back(compute_op(std::string(name) + ".dgrad", dg));
-    (kind == GemmKind::kAttention ? bwd_in_ : bwd_w_)
-        .push_back(compute_op(std::string(name) + ".wgrad", wg));
-    last_gemm_fwd_s_ = f.time_s;
-    last_gemm_bwd_s_ = dg.time_s;
-    last_gemm_wgrad_s_ = wg.time_s;
-  }
-
-  /// fp8 recipes keep attention in bf16; an fp32 plan runs it in fp32.
-  Precision attention_precision() const {
-    return p_.precision == Precision::kFp32 ? Precision::kFp32 : Precision::kBf16;
-  }
-
-  void memory(const char* name, double bytes_fwd, double bwd_factor = 2.0) {
-    fwd_.push_back(compute_op(name, compute_.memory_bound(bytes_fwd)));
-    bwd_in_.push_back(
-        compute_op(std::string(name) + ".bwd", compute_.memory_bound(bytes_fwd * bwd_factor)));
-  }
-
-  /// An op PyTorch eager runs as a chain of memory-bound kernels over `elems` elements: the bytes
-  /// per element of each forward kernel and of each kernel its autograd runs in backward.
-  void eager_kernels(const char* name, double elems, const std::vector<double>& fwd_bytes,
-                     const std::vector<double>& bwd_bytes) {
-    auto chain = [&](const std::vector<double>& bytes) {
-      KernelTime t;
-      for (const double b : bytes) {
-        const KernelTime k = compute_.memory_bound(b * elems);
-        t.time_s += k.time_s;
-        t.bytes += k.bytes;
-      }
-      return t;
-    };
-    fwd_.push_back(compute_op(name, chain(fwd_bytes)));
-    bwd_in_.push_back(compute_op(std::string(name) + ".bwd", chain(bwd_bytes)));
-  }
-
-  /// RMSNorm over rows x width. Fused: the kernel reads and writes the activation; backward reads
-  /// it and the gradient and writes the input gradient (twice the bytes). Eager: torch.nn.RMSNorm
-  /// is ATen's composite rms_norm, one kernel per op: cast to fp32 (a + 4 bytes per element for
-  /// activations of a bytes), square (4 + 4), mean (4), scale by the reciprocal root (4 + 4),
-  /// cast back (4 + a), times the weight (2a): 36 bytes in bf16. Its autograd replays each op's
-  /// backward: the weight product (2a) and the weight gradient (product 3a, sum a), the casts
-  /// (a + 4, 4 + a), the scale's two gradients (4 + 4; product 12, sum 4), the mean's (4), the
-  /// square's (8 + 12) and the sum of the two paths into the input (12): 84 bytes in bf16. An
-  /// fp32 plan has no casts.
-  void norm(const char* name, double rows, double width) {
-    const double a = act_, elems = rows * width;
-    if (!p_.eager) {
-      memory(name, 2 * elems * a);
-      return;
-    }
-    const bool casts = a < kFp32;
-    std::vector<double> f = {8, 4, 8, 2 * a}, b = {2 * a, 3 * a, a, 8, 12, 4, 4, 8, 12, 12};
-    if (casts) {
-      f.insert(f.end(), {a + kFp32, kFp32 + a});
-      b.insert(b.end(), {a + kFp32, kFp32 + a});
-    }
-    eager_kernels(name, elems, f, b);
-  }
-
-  /// Rotary embeddings on this rank's query and key heads. Fused: read and write each element.
-  /// Eager (TorchTitan's apply_rotary_emb): cast to fp32 (a + 4), complex product with the
-  /// frequencies (4 + 4), cast back (4 + a), and the same three in backward.
-  void rope(double elems) {
-    if (!p_.eager) {
-      memory("rope", 2 * elems * act_);
-      return;
-    }
-    const double a = act_;
-    const std::vector<double> k =
-        a < kFp32 ? std::vector<double>{a + kFp32, 8, kFp32 + a} : std::vector<double>{8};
-    eager_kernels("rope", elems, k, k);
-  }
-
-  /// The MLP activation over rows x width (width: the up projection's output per branch). Fused
-  /// SwiGLU reads gate and up and writes their product (3a; backward twice that); GELU reads and
-  /// writes (2a). Eager SwiGLU (silu(gate) * up): silu (2a) and the product (3a); backward the
-  /// product's two gradients (3a each) and silu's (3a). Eager GELU: 2a, backward 3a.
-  void activation(const char* name, double elems, bool glu) {
-    const double a = act_;
-    if (!p_.eager) {
-      memory(name, elems * (glu ? 3 : 2) * a);
-      return;
-    }
-    if (glu)
-      eager_kernels(name, elems, {2 * a, 3 * a}, {3 * a, 3 * a, 3 * a});
-    else
-      eager_kernels(name, elems, {2 * a}, {3 * a});
-  }
-
-  void attention() {
-    const double bh = static_cast<double>(p_.micro_batch) * d_.q_heads;
-    const int64_t sq = p_.seq_len / p_.cp, skv = p_.seq_len;
-    const size_t fwd_before = fwd_.size(), bwd_before = bwd_in_.size();
-    if (p_.attention != AttentionImpl::kUnfused) {
-      const bool fa2 = p_.attention == AttentionImpl::kFlash2;
-      // Load-balanced context parallelism: of a rank's cp calls of equal work, the one on its own
-      // chunks is masked, the others (against earlier chunks) are not.
-      const double masked = 1.0 / p_.cp;
-      const KernelTime f = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false,
-                                              attention_precision(), fa2, masked);
-      const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true,
-                                              attention_precision(), fa2, masked);
-      fwd_.push_back(compute_op("attention", f));
-      bwd_in_.push_back(compute_op("attention.bwd", b));
-    } else {
-      // Unfused: scores = Q K^T over the whole s x s (the causal mask is applied, not skipped),
-      // softmax reads the bf16 scores and writes the probabilities, context = P V. Backward
-      // reads the probabilities and their gradient and writes the score gradient.
-      gemm("attn_scores", static_cast<double>(sq), d_.d_qk, static_cast<double>(skv), bh,
-           GemmKind::kAttention);
-      memory("attn_softmax", 2 * act_ * bh * sq * skv, 1.5);
-      // Dropout on the probabilities: read them, write the result and a 1-byte mask.
-      if (m_.dropout > 0) memory("attn_dropout", (2 * act_ + 1) * bh * sq * skv, 1.0);
-      gemm("attn_context", static_cast<double>(sq), static_cast<double>(skv), d_.d_v, bh,
-           GemmKind::kAttention);
-    }
-    core_fwd_.assign(fwd_.begin() + fwd_before, fwd_.end());
-    double f_s = 0, b_s = 0;
-    for (size_t i = fwd_before; i < fwd_.size(); ++i) f_s += fwd_[i].time_s;
-    for (size_t i = bwd_before; i < bwd_in_.size(); ++i) b_s += bwd_in_[i].time_s;
-    if (p_.cp > 1) context_parallel_exchange(f_s, b_s);
-  }
-
-  /// K and V of the whole sequence reach every context-parallel rank.
-  void context_parallel_exchange(double attn_fwd_s, double attn_bwd_s) {
-    const double kv_bytes = d_.tokens * attention_kv_heads(d_, p_) * (d_.d_qk + d_.d_v) * act_;
-    if (p_.cp_comm == CpComm::kRing) {
-      // cp-1 exchanges of the local K,V chunk, each hidden behind one chunk of attention;
-      // backward also returns dK, dV (twice the bytes).
-      const double step =
-          comm_.time(CollectiveOp::kSendRecv, kv_bytes, neighbour_pair(cp_shape_)).time_s;
-      const double f_hide = attn_fwd_s / p_.cp, b_hide = attn_bwd_s / p_.cp;
-      push_comm(&fwd_, "cp_kv_ring", CostCategory::kCpComm, (p_.cp - 1) * step,
-                (p_.cp - 1) * hidden(step, f_hide));
-      push_comm(&bwd_in_, "cp_kv_ring.bwd", CostCategory::kCpComm, 2 * (p_.cp - 1) * step,
-                (p_.cp - 1) * hidden(2 * step, b_hide));
-      return;
-    }
-    // All-gather before attention; backward gathers again and reduce-scatters dK, dV.
-    const double full = kv_bytes * p_.cp;
-    const double ag = comm_.time(CollectiveOp::kAllGather, full, cp_shape_).time_s;
-    const double rs = comm_.time(CollectiveOp::kReduceScatter, full, cp_shape_).time_s;
-    push_comm(&fwd_, "cp_kv_allgather", CostCategory::kCpComm, ag, ag);
-    push_comm(&bwd_in_, "cp_kv_allgather.bwd", CostCategory::kCpComm, ag + rs, ag + rs);
-  }
-
-  /// Tensor-parallel communication entering (`gather`) or leaving (`reduce`) a TP region.
-  /// With SP: all-gather / reduce-scatter; without: identity / all-reduce (forward), mirrored in
-  /// backward. With TP comm overlap the collective hides behind its neighbouring GEMM.
-  void tp_enter(const char* name) {
-    if (p_.tp == 1) return;
-    const double bytes = d_.tokens * d_.h * act_;
-    if (p_.sequence_parallel) {
-      const double ag = comm_.time(CollectiveOp::kAllGather, bytes, tp_shape_).time_s;
-      const double rs = comm_.time(CollectiveOp::kReduceScatter, bytes, tp_shape_).time_s;
-      pending_fwd_ = {name, ag};  // exposed part settled by the next GEMM
-      pending_bwd_ = {std::string(name) + ".bwd_rs", rs};
-      // Megatron stores the sharded input and all-gathers it again for the weight gradient,
-      // overlapped with the data-gradient GEMM.
-      regather_s_ = ag;
-    } else {
-      const double ar = comm_.time(CollectiveOp::kAllReduce, bytes, tp_shape_).time_s;
-      pending_fwd_ = {"", 0};
-      pending_bwd_ = {std::string(name) + ".bwd_ar", ar};
-      regather_s_ = 0;
-    }
-  }
-
-  /// Call right after the GEMM that follows tp_enter.
-  void settle_enter() {
-    if (p_.tp == 1) return;
-    if (pending_fwd_.second > 0)
-      push_comm(&fwd_, pending_fwd_.first, CostCategory::kTpComm, pending_fwd_.second,
-                overlap(pending_fwd_.second, last_gemm_fwd_s_));
-    // The input gradient's reduce-scatter (all-reduce without SP) is launched asynchronously
-    // and runs beside the weight-gradient GEMM (Megatron's default), except in zero-bubble
-    // schedules, where the weight gradient is deferred, and where the plan has it block.
-    if (pending_bwd_.second > 0) {
-      const double c = pending_bwd_.second;
-      const bool wgrad_follows = p_.schedule != ScheduleKind::kZeroBubbleH1;
-      push_comm(&bwd_in_, pending_bwd_.first, CostCategory::kTpComm, c,
-                !p_.async_tp_grad ? c
-                : wgrad_follows   ? hidden(c, last_gemm_wgrad_s_)
-                                  : overlap(c, last_gemm_bwd_s_));
-    }
-    if (regather_s_ > 0)
-      push_comm(&bwd_in_, "tp_regather", CostCategory::kTpComm, regather_s_,
-                hidden(regather_s_, last_gemm_bwd_s_));
-  }
-
-  /// Leaving a TP region after a row-parallel GEMM.
-  void tp_exit(const char* name) {
-    if (p_.tp == 1) return;
-    const double bytes = d_.tokens * d_.h * act_;
-    if (p_.sequence_parallel) {
-      const double rs = comm_.time(CollectiveOp::kReduceScatter, bytes, tp_shape_).time_s;
-      const double ag = comm_.time(CollectiveOp::kAllGather, bytes, tp_shape_).time_s;
-      push_comm(&fwd_, name, CostCategory::kTpComm, rs, overlap(rs, last_gemm_fwd_s_));
-      push_comm(&bwd_in_, std::string(name) + ".bwd_ag", CostCategory::kTpComm, ag,
-                overlap(ag, last_gemm_bwd_s_));
-    } else {
-      const double ar = comm_.time(CollectiveOp::kAllReduce, bytes, tp_shape_).time_s;
-      push_comm(&fwd_, name, CostCategory::kTpComm, ar, overlap(ar, last_gemm_fwd_s_));
-    }
-  }
-
-  void all_to_all(const char* name, double bytes) {
-    if (p_.ep == 1) return;
-    const double t = comm_.time(CollectiveOp::kAllToAll, bytes, ep_shape_).time_s;
-    push_comm(&fwd_, name, CostCategory::kEpComm, t, t);
-    push_comm(&bwd_in_, std::string(name) + ".bwd", CostCategory::kEpComm, t, t);
-  }
-
-  /// A collective over the expert-tensor-parallel group in forward and its mirror in backward.
-  void etp_collective(const char* name, CollectiveOp fwd, CollectiveOp bwd, double bytes) {
-    if (p_.etp == 1) return;
-    const double f = comm_.time(fwd, bytes, etp_shape_).time_s;
-    const double b = comm_.time(bwd, bytes, etp_shape_).time_s;
-    push_comm(&fwd_, name, CostCategory::kEpComm, f, f);
-    push_comm(&bwd_in_, std::string(name) + ".bwd", CostCategory::kEpComm, b, b);
-  }
-
-  /// Residual add after a block (bias-dropout-add when the model has dropout: it also writes a
-  /// 1-byte mask, which backward reads).
-  void residual_add(double tokens) {
-    const double mask = m_.dropout > 0 ? 1.0 : 0.0;
-    memory("residual_add", tokens * d_.h * (3 * act_ + mask));
-  }
-
-  // --- blocks -----------------------------------------------------------------------------------
-  void attention_block() {
-    const Dims& d = d_;
-    norm("input_norm", d.tokens_sp, d.h);
-    tp_enter("tp_gather.attn");
-    if (m_.mla) {
-      const auto& a = *m_.mla;
-      // Down projections are replicated across TP ranks; up projections split by heads.
-      if (a.q_lora_rank > 0) {
-        gemm("q_down", d.tokens, d.h, a.q_lora_rank);
-        settle_enter();
-        norm("q_norm", d.tokens, a.q_lora_rank);
-        gemm("q_up", d.tokens, a.q_lora_rank, d.q_heads * d.d_qk);
-      } else {
-        gemm("q_proj", d.tokens, d.h, d.q_heads * d.d_qk);
-        settle_enter();
-      }
-      gemm("kv_down", d.tokens, d.h, a.kv_lora_rank + a.qk_rope_head_dim);
-      norm("kv_norm", d.tokens, a.kv_lora_rank);
-      gemm("kv_up", d.tokens, a.kv_lora_rank, d.q_heads * (a.qk_nope_head_dim + a.v_head_dim));
-    } else {
-      gemm("qkv_proj", d.tokens, d.h, (d.q_heads + 2 * d.kv_heads) * d.d_qk);
-      settle_enter();
-    }
-    rope(d.tokens * (d.q_heads + d.kv_heads) * d.d_qk);
-    if (const double heads = attention_kv_heads(d, p_); heads > d.kv_heads) {
-      // repeat_kv copies K and V to the query heads; backward sums the copies' gradients.
-      memory("repeat_kv", d.tokens * (d.kv_heads + heads) * (d.d_qk + d.d_v) * act_, 1.0);
-    }
-    attention();
-    gemm("out_proj", d.tokens, d.q_heads * d.d_v, d.h);
-    tp_exit("tp_reduce.attn");
-    residual_add(d.tokens_sp);
-  }
-
-  void dense_mlp(int64_t width) {
-    const Dims& d = d_;
-    const double w = static_cast<double>(width) / d.tp;
-    const bool glu = m_.ffn_act == FfnAct::kSwiglu;
-    norm("post_attn_norm", d.tokens_sp, d.h);
-    tp_enter("tp_gather.mlp");
-    gemm(glu ? "mlp_gate_up" : "mlp_up", d.tokens, d.h, (glu ? 2 : 1) * w);
-    settle_enter();
-    activation(glu ? "swiglu" : "gelu", d.tokens * w, glu);
-    gemm("mlp_down", d.tokens, w, d.h);
-    tp_exit("tp_reduce.mlp");
-    residual_add(d.tokens_sp);
-  }
-
-  void moe_mlp() {
-    const Dims& d = d_;
-    const MoeSpec& e = *m_.moe;
-    const bool glu = m_.ffn_act == FfnAct::kSwiglu;
-    // Tokens of this rank entering the MoE block: the sequence-parallel shard (Megatron requires
-    // SP with TP for MoE); routed copies are spread evenly over the expert-parallel group.
-    const double t = d.tokens / p_.tp;
-    norm("post_attn_norm", t, d.h);
-    gemm("router", t, d.h, e.experts, 1, GemmKind::kLinearBf16);
-    memory("router_topk", t * e.experts * 3 * kFp32);
-    memory("permute", 2 * t * e.top_k * d.h * act_);
-    // The busiest rank receives its imbalance's share of the copies, and the others wait for it.
-    const double rows_in = routed_rows(m_, p_, d.tokens);  // over the etp group
-    all_to_all("ep_dispatch", rows_in / p_.etp * d.h * act_);
-    // Expert tensor parallelism: the etp ranks sharing an expert exchange their dispatched tokens
-    // (all-gather before the expert GEMMs, reduce-scatter of the partial outputs after).
-    const double etp_bytes = rows_in * d.h * act_;
-    etp_collective("etp_gather", CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, etp_bytes);
-    const double local_experts = static_cast<double>(e.experts) / p_.ep;
-    const double rows = rows_in / local_experts;  // tokens per local expert
-    const double w = static_cast<double>(e.expert_ffn_hidden) / p_.etp;
-    gemm(glu ? "experts_gate_up" : "experts_up", rows, d.h, (glu ? 2 : 1) * w, local_experts);
-    activation(glu ? "experts_swiglu" : "experts_gelu", rows * local_experts * w, glu);
-    gemm("experts_down", rows, w, d.h, local_experts);
-    etp_collective("etp_reduce", CollectiveOp::kReduceScatter, CollectiveOp::kAllGather, etp_bytes);
-    all_to_all("ep_combine", rows_in / p_.etp * d.h * act_);
-    memory("unpermute", 2 * t * e.top_k * d.h * act_);
-    if (e.shared_experts > 0) {
-      const double ws = static_cast<double>(e.shared_experts) * e.expert_ffn_hidden / p_.tp;
-      tp_enter("tp_gather.shared");
-      gemm("shared_gate_up", d.tokens, d.h, (glu ? 2 : 1) * ws);
-      settle_enter();
-      activation("shared_act", d.tokens * ws, glu);
-      gemm("shared_down", d.tokens, ws, d.h);
-      tp_exit("tp_reduce.shared");
-    }
-    residual_add(t);
-  }
-
-  void embedding() {
-    const Dims& d = d_;
-    memory("embedding", 2 * d.tokens * d.h * act_, 1.0);
-    tp_exit("tp_reduce.embedding");  // vocab-parallel lookup ends in an all-reduce / reduce-scatter
-  }
-
-  void output_layer() {
-    const Dims& d = d_;
-    const double v = static_cast<double>(m_.vocab) / d.tp;
-    norm("final_norm", d.tokens_sp, d.h);
-    tp_enter("tp_gather.logits");
-    gemm("logits", d.tokens, d.h, v, 1, GemmKind::kLinearBf16);
-    settle_enter();
-    // Vocab-parallel cross-entropy in fp32 (Megatron's _VocabParallelCrossEntropy), bytes per
-    // logit: max over bf16 logits (2), cast to fp32 (2 + 4), subtract max (4 + 4), exp (4 + 4),
-    // sum (4), normalise to the softmax kept for backward (4 + 4) = 40; backward scales the
-    // saved softmax by the loss gradient (4 + 4) and casts it to bf16 for the logits GEMM
-    // (4 + 2) = 14. Partial max and sum are all-reduced across TP (t floats each).
-    memory("cross_entropy", d.tokens * v * 40.0, 14.0 / 40.0);
-    if (p_.tp > 1) {
-      const double ar =
-          comm_.time(CollectiveOp::kAllReduce, 2 * d.tokens * kFp32, tp_shape_).time_s;
-      push_comm(&fwd_, "tp_ce_stats", CostCategory::kTpComm, ar, ar);
-    }
-  }
-
-  /// FSDP / ZeRO-3: gather this layer's parameters before its forward and backward, reduce-
-  /// scatter its gradients after backward; each overlaps with the neighbouring layer's compute.
-  /// Only without pipelining: with pp > 1 the stage stays gathered across microbatches and
-  /// reduces once per step (simulate's data-parallel sync).
-  void fsdp_layer(double params) {
-    if (!p_.shards_params() || p_.pp > 1 || fsdp_shape_.size == 1) return;
-    const double ag = comm_.time(CollectiveOp::kAllGather, params * act_, fsdp_shape_).time_s;
-    const double rs = comm_.time(CollectiveOp::kReduceScatter, params * kFp32, fsdp_shape_).time_s;
-    fsdp_fwd_comm_ = ag;
-    fsdp_bwd_comm_ = ag + rs;  // regathered for backward (resharded after forward)
-  }
-
-  /// Moves the ops built so far into the passes, settling FSDP overlap against layer compute.
-  /// `sac_share`: under selective-op recompute, the share of each GEMM op's forward recomputed.
-  void flush_layer(PassCost* fwd, PassCost* bwd_in, PassCost* bwd_w, PassCost* recompute_into,
-                   Recompute rc,
-                   const std::vector<std::pair<std::string, double>>& sac_share = {}) {
-    const double f_compute = sum(fwd_), b_compute = sum(bwd_in_) + sum(bwd_w_);
-    for (auto& op : fwd_) fwd->add(op);
-    if (rc == Recompute::kFull && recompute_into) {
-      for (auto op : fwd_) {
-        op.name += ".recompute";
-        recompute_into->add(op);
-      }
-    } else if (rc == Recompute::kSelective && recompute_into) {
-      for (auto op : core_fwd_) {
-        op.name += ".recompute";
-        recompute_into->add(op);
-      }
-    } else if (rc == Recompute::kSelectiveOp && recompute_into) {
-      // Every compute op but the saved matmul outputs and fused attention (whose output is
-      // saved); the unfused core's batched GEMMs and softmax are not matmuls PyTorch saves.
-      // Collectives are not replayed.
-      const bool fused = p_.attention != AttentionImpl::kUnfused;
-      for (auto op : fwd_) {
-        if (op.category != CostCategory::kCompute) continue;
-        const bool core = std::any_of(core_fwd_.begin(), core_fwd_.end(),
-                                      [&](const OpCost& c) { return c.name == op.name; });
-        if (core && fused) continue;
-        auto it = std::find_if(sac_share.begin(), sac_share.end(),
-                               [&](const auto& s) { return s.first == op.name; });
-        const double share = it == sac_share.end() ? 1.0 : it->second;
-        if (share <= 0) continue;
-        op.time_s *= share;
-        op.busy_s *= share;
-        op.flops *= share;
-        op.name += ".recompute";
-        recompute_into->add(op);
-      }
-    }
-    for (auto& op : bwd_in_) bwd_in->add(op);
-    for (auto& op : bwd_w_) bwd_w->add(op);
-    if (fsdp_fwd_comm_ > 0) {
-      OpCost f{"fsdp_allgather", CostCategory::kDpComm, hidden(fsdp_fwd_comm_, f_compute),
-               fsdp_fwd_comm_, 0};
-      fwd->add(f);
-      OpCost b{"fsdp_gather_reduce", CostCategory::kDpComm, hidden(fsdp_bwd_comm_, b_compute),
-               fsdp_bwd_comm_, 0};
-      bwd_w->add(b);
-    }
-    fwd_.clear();
-    bwd_in_.clear();
-    bwd_w_.clear();
-    core_fwd_.clear();
-    fsdp_fwd_comm_ = fsdp_bwd_comm_ = 0;
-  }
-
- private:
-  static int64_t ll(double x) { return static_cast<int64_t>(std::llround(std::max(1.0, x))); }
-  static double sum(const std::vector<OpCost>& ops) {
-    double s = 0;
-    for (const auto& o : ops)
-      if (o.category == CostCategory::kCompute) s += o.time_s;
-    return s;
-  }
-  OpCost compute_op(std::string name, const KernelTime& k) const {
-    return OpCost{std::move(name), CostCategory::kCompute, k.time_s, k.time_s, k.flops};
-  }
-  void push_comm(std::vector<OpCost>* ops, std::string name, CostCategory c, double busy,
-                 double exposed) {
-    ops->push_back(OpCost{std::move(name), c, exposed, busy, 0});
-  }
-  /// Exposed part of a TP collective next to a GEMM of duration g: all of it without overlap;
-  /// with overlap, the first of tp chunks plus whatever the GEMM cannot hide.
-  double overlap(double comm, double g) const {
-    if (!p_.overlap_tp_comm) return comm;
-    return comm / p_.tp + hidden(comm * (p_.tp - 1) / p_.tp, g);
-  }
-  /// Cost on the compute stream of `comm` run beside `compute`: the part that does not fit,
-  /// plus the slowdown of the compute it overlaps (the SMs the communication kernels occupy).
-  double hidden(double comm, double compute) const {
-    return std::max(0.0, comm - compute) + comm_.overlap_slowdown() * std::min(comm, compute);
-  }
-
-  const ModelSpec& m_;
-  const ParallelPlan& p_;
-  ComputeCost compute_;
-  CollectiveCost comm_;
-  GroupShape tp_shape_, cp_shape_, ep_shape_, etp_shape_, fsdp_shape_;
-  Dims d_;
-  double act_ = kBf16Bytes;  ///< act_bytes(p_)
-  std::vector<OpCost> fwd_, bwd_in_, bwd_w_;
-  std::vector<OpCost> core_fwd_;  ///< the attention core, recomputed by selective recompute
-  std::pair<std::string, double> pending_fwd_, pending_bwd_;
-  double regather_s_ = 0;
-  double last_gemm_fwd_s_ = 0, last_gemm_bwd_s_ = 0, last_gemm_wgrad_s_ = 0;
-  int64_t microbatches_ = 1;  ///< microbatches that reuse one fp8 weight cast
-  double fsdp_fwd_comm_ = 0, fsdp_bwd_comm_ = 0;
-};
 
 /// Attention parameters one TP rank holds: head-split projections divided by tp; MLA's down
 /// projections and their norms, and KV heads when tp exceeds kv_heads, are replicated.
@@ -834,6 +297,45 @@ double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b,
   return max_layer_act;
 }
 
+/// Parameters one rank holds of a multi-token-prediction module, besides the shared embedding
+/// and head: the two input norms, the replicated [2h -> h] projection, the block's dense part
+/// and the module's final norm (its experts go with expert_params_local).
+double mtp_dense_params_local(const ModelSpec& m, const ParallelPlan& p) {
+  const double h = static_cast<double>(m.hidden);
+  return 2 * h + 2 * h * h + dense_layer_params_local(m, p, m.layers) + h;
+}
+
+/// The multi-token-prediction modules on the last stage, after the output layer: each runs its
+/// input, a transformer block of the last layer's kind and the shared output layer and loss.
+void lower_mtp(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, LayerPasses kinds[2],
+               bool keep_ops, StageCost* s, PassCost* recompute, PassCost* bwd_in,
+               PassCost* bwd_w) {
+  const Dims& d = b.dims();
+  const double a = act_bytes(p);
+  for (int k = 0; k < m.mtp_layers; ++k) {
+    b.mtp_input();
+    b.flush_layer(&s->forward, bwd_in, bwd_w, nullptr, Recompute::kNone);
+    const LayerPasses& lp = layer_passes(m, p, b, m.layers, kinds);
+    s->forward.merge(lp.forward, keep_ops);
+    bwd_in->merge(lp.bwd_in, keep_ops);
+    bwd_w->merge(lp.bwd_w, keep_ops);
+    recompute->merge(lp.recompute, keep_ops);
+    b.output_layer();
+    b.flush_layer(&s->forward, bwd_in, bwd_w, nullptr, Recompute::kNone);
+    s->dense_params += mtp_dense_params_local(m, p);
+    s->expert_params += lp.expert_params;
+    // The block's activations, the projection's input [2h], the head's input.
+    const double stored = lp.act_bytes + 3 * d.tokens_sp * d.h * a;
+    s->act_bytes_per_microbatch += stored;
+    s->weight_input_bytes_per_microbatch += lp.weight_input_bytes + 3 * d.tokens_sp * d.h * a;
+    s->transient_bytes = std::max(s->transient_bytes, lp.working_bytes);
+  }
+  // The modules embed with the model's table: the last stage holds a copy when the pipeline
+  // splits it from the first (a tied one is already there).
+  if (m.mtp_layers > 0 && p.pp * p.vpp > 1 && !m.tied_embeddings)
+    s->dense_params += static_cast<double>(m.vocab) / p.tp * static_cast<double>(m.hidden);
+}
+
 }  // namespace
 
 double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
@@ -893,6 +395,7 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
           std::max(s.transient_bytes, d.tokens * vocab_shard * (act_bytes(p) + 2 * kFp32));
       s.act_bytes_per_microbatch += d.tokens_sp * h * act_bytes(p);  // the logits GEMM's input
       s.weight_input_bytes_per_microbatch += d.tokens_sp * h * act_bytes(p);
+      lower_mtp(m, p, b, kinds, keep_ops, &s, &recompute, &bwd_in, &bwd_w);
     }
     assemble_backward(recompute, bwd_in, bwd_w, keep_ops, &s);
     s.p2p_bytes = d.tokens * h * act_bytes(p) / (p.sequence_parallel ? p.tp : 1);
@@ -907,7 +410,8 @@ double step_flops(const ModelSpec& m, const ParallelPlan& p, bool causal, bool w
   const Dims d = rank_dims(m, p);
   const double dqk = d.d_qk, dv = d.d_v;
   double layer_fwd = 0, attn_fwd = 0;  // per token, all layers
-  for (int l = 0; l < m.layers; ++l) {
+  // The multi-token-prediction modules' blocks run after the last layer (index layers + k).
+  for (int l = 0; l < m.layers + m.mtp_layers; ++l) {
     double matmul = attention_params_per_layer(m);
     if (m.is_moe_layer(l)) {
       matmul += (m.moe->top_k + m.moe->shared_experts) * mlp_params(m, m.moe->expert_ffn_hidden) +
@@ -918,7 +422,9 @@ double step_flops(const ModelSpec& m, const ParallelPlan& p, bool causal, bool w
     layer_fwd += 2 * matmul;
     attn_fwd += 2 * s * (dqk + dv) * m.heads * (causal ? 0.5 : 1.0);
   }
-  const double logits_fwd = 2 * h * static_cast<double>(m.vocab);
+  // The head runs once more per prediction depth, after each module's [2h -> h] projection.
+  const double logits_fwd =
+      (1 + m.mtp_layers) * 2 * h * static_cast<double>(m.vocab) + m.mtp_layers * 2 * (2 * h * h);
   double total = 3 * (layer_fwd + attn_fwd + logits_fwd);
   if (with_recompute && p.recompute == Recompute::kFull) total += layer_fwd + attn_fwd;
   if (with_recompute && p.recompute == Recompute::kSelective) total += attn_fwd;
