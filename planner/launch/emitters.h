@@ -56,6 +56,9 @@ std::optional<Diagnostic> multi_host_pd_problem(const char* engine, int gpus, in
 std::string stage_module_names(const LaunchRequest& r, const char* output_name, int indent);
 /// True when the model's layers split into the plan's pp*vpp virtual stages of equal size.
 bool even_stage_split(const ModelSpec& m, const ParallelPlan& p);
+/// The plan's MoE settings (dispatcher, capacity factor, node limit, EP overlap), multi-token
+/// prediction and DualPipe that `target` cannot run (moe_support.cc).
+void check_moe_support(LaunchTarget target, const LaunchRequest& r, RuleSink& sink);
 
 // ---- Megatron-LM (megatron.cc) ----------------------------------------------------------------
 

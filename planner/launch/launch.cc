@@ -182,6 +182,7 @@ Diagnostics check_launch_of_valid_model(LaunchTarget target, const LaunchRequest
   Diagnostics out = validate_plan(r.model, r.cluster, r.plan, plan_locator);
   if (!sizes_usable(r)) return out;
   launch::RuleSink sink(&out);
+  launch::check_moe_support(target, r, sink);
   check_target(target, r, sink);
   return out;
 }

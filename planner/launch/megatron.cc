@@ -10,10 +10,12 @@
 // that is not a multiple of pp; validate_plan already reports that one. There is no zero-bubble
 // schedule flag.
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "core/rank_map.h"
 #include "planner/launch/emitters.h"
 
 namespace parallax::launch {
@@ -79,6 +81,31 @@ void add_router(const RouterSpec& r, std::vector<std::string>& a) {
   }
 }
 
+/// How the plan runs the MoE layers: grouped GEMMs and TE's fused router and permutation kernels
+/// (which the simulation prices), the token dispatcher, node-limited routing, token dropping and
+/// the EP-overlapping combined 1F1B.
+void add_moe_plan(const LaunchRequest& r, std::vector<std::string>& a) {
+  const ParallelPlan& p = r.plan;
+  a.push_back("--moe-grouped-gemm");
+  a.push_back("--moe-router-fusion");
+  a.push_back("--moe-permute-fusion");
+  // The plan's dispatcher (Megatron's default is allgather; the plan's alltoall).
+  if (p.ep > 1) {
+    a.push_back(flag("--moe-token-dispatcher-type", to_string(p.moe_dispatcher)));
+    if (p.moe_dispatcher == MoeDispatcher::kFlex) a.push_back("--moe-enable-deepep");
+  }
+  if (p.moe_max_nodes > 0 && r.model.moe->router.groups == 0) {
+    // Node-limited routing as group-limited routing with one group per node of the EP group
+    // (transformer_config.py, moe_router_num_groups: "set equal to number of nodes in EP group").
+    const GroupShape ep = RankMap(p, r.cluster.hw.scale_up_domain).shape(GroupKind::kEp);
+    a.push_back(flag("--moe-router-num-groups", ep.domains));
+    a.push_back(flag("--moe-router-group-topk", std::min(p.moe_max_nodes, ep.domains)));
+  }
+  if (p.moe_capacity_factor > 0)
+    a.push_back("--moe-expert-capacity-factor " + number_text(p.moe_capacity_factor));
+  if (p.overlap_moe_comm) a.push_back("--overlap-moe-expert-parallel-comm");
+}
+
 void add_model_shape(const LaunchRequest& r, std::vector<std::string>& a) {
   const ModelSpec& m = r.model;
   a.push_back(flag("--num-layers", m.layers));
@@ -119,9 +146,8 @@ void add_moe(const LaunchRequest& r, std::vector<std::string>& a) {
                      static_cast<int64_t>(e.shared_experts) * e.expert_ffn_hidden));
   if (e.dense_layers > 0) a.push_back(flag("--moe-layer-freq", moe_layer_pattern(m)));
   add_router(e.router, a);
-  a.push_back("--moe-grouped-gemm");
-  // arguments.py recommends the all-to-all dispatcher with expert parallelism.
-  if (r.plan.ep > 1) a.push_back("--moe-token-dispatcher-type alltoall");
+  add_moe_plan(r, a);
+  if (m.mtp_layers > 0) a.push_back(flag("--mtp-num-layers", m.mtp_layers));
 }
 
 void add_parallelism(const LaunchRequest& r, std::vector<std::string>& a) {
@@ -177,6 +203,39 @@ void add_training(const LaunchRequest& r, std::vector<std::string>& a) {
     a.push_back(flag("--attention-backend", r.model.mla ? "fused" : "flash"));
 }
 
+/// transformer_config.py's asserts on the MoE settings the plan can carry.
+void check_megatron_moe(const LaunchRequest& r, RuleSink& sink) {
+  const ParallelPlan& p = r.plan;
+  const ModelSpec& m = r.model;
+  if (!m.moe) return;
+  if (p.overlap_moe_comm && p.precision == Precision::kFp8)
+    sink.refuse("overlap-moe-comm",
+                "Megatron-LM overlaps expert-parallel communication only in bf16 or fp16 "
+                "(overlap_moe_expert_parallel_comm asserts bf16 or fp16)",
+                "use --precision bf16, or leave --overlap-moe-comm out");
+  if (p.overlap_moe_comm && m.mtp_layers > 1)
+    sink.refuse("overlap-moe-comm",
+                "Megatron-LM overlaps expert-parallel communication with at most one "
+                "multi-token-prediction layer, the model has " +
+                    std::to_string(m.mtp_layers),
+                "leave --overlap-moe-comm out");
+  if (p.moe_max_nodes > 0 && m.moe->router.groups > 0)
+    sink.refuse("moe-max-nodes",
+                "the model already routes by its own expert groups (" +
+                    std::to_string(m.moe->router.groups) +
+                    "), and Megatron-LM takes one --moe-router-num-groups",
+                "leave --moe-max-nodes out: the model's group_topk limits the nodes");
+  if (p.moe_max_nodes > 0 && p.ep > 1) {
+    const int nodes = RankMap(p, r.cluster.hw.scale_up_domain).shape(GroupKind::kEp).domains;
+    if (m.moe->experts % nodes != 0)
+      sink.refuse("moe-max-nodes",
+                  "node-limited routing groups the experts by node, and the " +
+                      std::to_string(m.moe->experts) + " experts do not split over " +
+                      std::to_string(nodes) + " nodes of the expert-parallel group",
+                  "an ep whose nodes divide the experts");
+  }
+}
+
 }  // namespace
 
 bool uses_megatron_fsdp(const ParallelPlan& p) { return p.fsdp || p.zero_stage >= 2; }
@@ -197,6 +256,7 @@ void check_megatron(const LaunchRequest& r, RuleSink& sink) {
   if (p.schedule == ScheduleKind::kZeroBubbleH1)
     sink.refuse("schedule", "Megatron-LM has no zero-bubble (ZB-H1) pipeline schedule",
                 "its schedules are 1F1B and interleaved 1F1B: use --schedule 1f1b or interleaved");
+  check_megatron_moe(r, sink);
   // pp*vpp > layers is validate_plan's to report.
   if (p.pp > 1 && p.pp * p.vpp <= m.layers && !even_stage_split(m, p))
     sink.refuse("pp",
@@ -268,8 +328,8 @@ std::vector<std::string> megatron_common_notes(const LaunchRequest& r) {
         "add the model's own (DeepSeek-V3: --mscale 1.0 --mscale-all-dim 1.0).");
   if (m.moe)
     notes.push_back(
-        "The load-balancing loss and its coefficient and the capacity factor are training "
-        "choices, not part of the plan: add your own.");
+        "The load-balancing loss and its coefficient are training choices, not part of the "
+        "plan: add your own.");
   const ParallelPlan& p = r.plan;
   if (uses_megatron_fsdp(p))
     notes.push_back(std::string(p.shards_params() ? "ZeRO-3/FSDP" : "ZeRO-2") +

@@ -1,7 +1,7 @@
 # Megatron-LM pretrain_gpt.py arguments (they follow `pretrain_gpt.py \` in a launcher): deepseek-v3 on 256 x h100-sxm-80gb: tp=2 pp=1 vpp=1 dp=128 cp=1 ep=64 etp=1, mbs=1 gbs=1024 seq=4096
 # Data, tokenizer (vocabulary 129280), optimizer, learning-rate and checkpoint arguments are not part of the plan: add your own.
 # YaRN's other parameters (--mscale, --mscale-all-dim, beta) are not in the model spec: add the model's own (DeepSeek-V3: --mscale 1.0 --mscale-all-dim 1.0).
-# The load-balancing loss and its coefficient and the capacity factor are training choices, not part of the plan: add your own.
+# The load-balancing loss and its coefficient are training choices, not part of the plan: add your own.
 # Set CUDA_DEVICE_MAX_CONNECTIONS=1: Megatron-LM requires it with tp > 1 or cp > 1 (before Blackwell).
 --num-layers 61 \
 --hidden-size 7168 \
@@ -37,7 +37,10 @@
 --moe-router-num-groups 8 \
 --moe-router-group-topk 4 \
 --moe-grouped-gemm \
+--moe-router-fusion \
+--moe-permute-fusion \
 --moe-token-dispatcher-type alltoall \
+--mtp-num-layers 1 \
 --tensor-model-parallel-size 2 \
 --pipeline-model-parallel-size 1 \
 --context-parallel-size 1 \
