@@ -118,6 +118,14 @@ TEST(MoeLaunch, TargetsRefuseWhatTheyDoNotRun) {
   EXPECT_TRUE(
       has(titan.error_text(), "plan/moe/dispatcher: TorchTitan has no all-gather token dispatcher"))
       << titan.error_text();
+  // TorchTitan v0.2.2 runs DeepEP as its expert-parallel backend; main has no such key.
+  r.model.mtp_layers = 0;
+  r.plan.moe_dispatcher = MoeDispatcher::kFlex;
+  r.plan.fsdp = true;
+  auto deepep = emit_launch(LaunchTarget::kTorchTitan, r);
+  ASSERT_TRUE(deepep.ok()) << deepep.error_text();
+  EXPECT_TRUE(has(deepep.value(), "expert_parallel_comm_backend = \"deepep\"")) << deepep.value();
+  EXPECT_FALSE(emit_launch(LaunchTarget::kTorchTitanMain, r).ok());
 }
 
 }  // namespace

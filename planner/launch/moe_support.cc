@@ -5,8 +5,9 @@
 // --moe-enable-deepep), token dropping (--moe-expert-capacity-factor), group-limited routing
 // (--moe-router-num-groups / --moe-router-group-topk), the EP-overlapping combined 1F1B
 // (--overlap-moe-expert-parallel-comm) and multi-token prediction (--mtp-num-layers). TorchTitan
-// (v0.2.2 and main) runs all-to-all or DeepEP (parallelism.expert_parallel_comm_backend) and
-// neither dropping, node limits, that overlap nor MTP. DeepSpeed's config holds no MoE setting.
+// v0.2.2 runs all-to-all or DeepEP (parallelism.expert_parallel_comm_backend), main all-to-all
+// only (its JobConfig has no such key), and neither drops tokens, limits nodes, overlaps that
+// way nor has MTP. DeepSpeed's config holds no MoE setting.
 // No target runs DualPipe: it is DeepSeek's own schedule (deepseek-ai/DualPipe is a reference
 // implementation); torch.distributed.pipelining has DualPipeV, a different (V-shaped) schedule.
 
@@ -26,7 +27,7 @@ constexpr MoeSupport kSupport[] = {
     {LaunchTarget::kTorchrun, "Megatron-LM", true, true, true, true, true, true},
     {LaunchTarget::kSlurm, "Megatron-LM", true, true, true, true, true, true},
     {LaunchTarget::kTorchTitan, "TorchTitan", false, true, false, false, false, false},
-    {LaunchTarget::kTorchTitanMain, "TorchTitan", false, true, false, false, false, false},
+    {LaunchTarget::kTorchTitanMain, "TorchTitan main", false, false, false, false, false, false},
     {LaunchTarget::kDeepSpeed, "DeepSpeed", false, false, false, false, false, false},
 };
 

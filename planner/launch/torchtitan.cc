@@ -62,6 +62,8 @@ std::string parallelism_section(const LaunchRequest& r) {
   if (r.model.moe) {
     s += "expert_parallel_degree = " + std::to_string(p.ep) + "\n";
     s += "expert_tensor_parallel_degree = " + std::to_string(p.etp) + "\n";
+    if (p.ep > 1 && p.moe_dispatcher == MoeDispatcher::kFlex)
+      s += "expert_parallel_comm_backend = \"deepep\"\n";
   }
   return s;
 }
