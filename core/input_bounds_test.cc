@@ -157,6 +157,14 @@ TEST(InputBounds, RecordStackAndSweepAreReadAndTheStackChoosesTheKernels) {
   EXPECT_FALSE(to_plan(x.value()).eager);
   EXPECT_FALSE(to_plan(x.value()).pp_scatter_gather);
   EXPECT_EQ(to_model(x.value()).dropout, 0.0);
+  // What the record says of its kernels overrides the framework's defaults.
+  j["stack"] = {{"framework", "torchtitan"}, {"attention", "unfused"}, {"compiled", true}};
+  auto k = measured_run_from_json(j, "v.jsonl:1:");
+  ASSERT_TRUE(k.ok()) << k.error_text();
+  EXPECT_EQ(to_plan(k.value()).attention, AttentionImpl::kUnfused);
+  EXPECT_FALSE(to_plan(k.value()).eager);
+  j["stack"] = {{"framework", "other"}, {"attention", "flash1"}};
+  EXPECT_TRUE(mentions(measured_run_from_json(j, "v.jsonl:1:"), "v.jsonl:1:/stack/attention"));
   j["stack"] = {{"framework", "jax"}};
   auto bad = measured_run_from_json(j, "v.jsonl:1:");
   EXPECT_TRUE(mentions(bad, "v.jsonl:1:/stack/framework")) << bad.error_text();
