@@ -16,6 +16,7 @@
 
 #include "core/hf_config.h"
 #include "core/model_zoo.h"
+#include "core/software_stack.h"
 #include "core/text.h"
 
 namespace parallax::cli {
@@ -369,6 +370,25 @@ FieldLocator locator_for(const LayoutFlags& f) {
 }
 
 }  // namespace
+
+Result<ParallelPlan> with_stack(const std::string& name, const LayoutFlags& f, ParallelPlan p) {
+  const StackKernels* stack = find_stack_kernels(name);
+  if (!stack) {
+    std::string names;
+    for (const auto& s : builtin_stacks()) names += (names.empty() ? "" : ", ") + s.framework;
+    return Diagnostic{"--stack", "no stack profile '" + printable(name) + "'", "valid: " + names};
+  }
+  const ParallelPlan s = apply_stack(*stack, p);
+  if (f.attention.empty()) p.attention = s.attention;
+  if (f.eager < 0) p.eager = s.eager;
+  if (f.cp_comm.empty()) p.cp_comm = s.cp_comm;
+  if (f.pp_scatter_gather < 0) p.pp_scatter_gather = s.pp_scatter_gather;
+  if (f.overlap_tp < 0) p.overlap_tp_comm = s.overlap_tp_comm;
+  if (f.overlap_grad < 0) p.overlap_grad_reduce = s.overlap_grad_reduce;
+  if (f.overlap_param < 0) p.overlap_param_gather = s.overlap_param_gather;
+  p.recompute = s.recompute;  // 'selective' as the stack does it
+  return p;
+}
 
 Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
   Diagnostics d;

@@ -238,19 +238,16 @@ ParallelPlan to_plan(const MeasuredRun& r) {
   p.zero_stage = r.distributed_optimizer.value_or(false) ? 1 : 0;
   p.precision = r.precision;
   const StackKernels& stack = record_stack(r);
-  p.attention = r.stack.attention.value_or(stack.attention);
+  p = apply_stack(stack, p);
+  // What the record says of its kernels overrides the framework's defaults.
+  if (r.stack.attention) p.attention = *r.stack.attention;
+  if (r.stack.compiled) p.eager = !*r.stack.compiled;
   // FlashAttention (Dao et al., arXiv 2205.14135, May 2022) was the first fused attention kernel
   // frameworks adopted; a run published before it computed the s x s scores.
   constexpr double kFlashAttentionArxiv = 2205.14135;
   if (const auto a = arxiv_number(r.source_url);
       !r.stack.attention && a && *a < kFlashAttentionArxiv)
     p.attention = AttentionImpl::kUnfused;
-  p.pp_scatter_gather = stack.pp_scatter_gather;
-  if (stack.selective_per_op && p.recompute == Recompute::kSelective)
-    p.recompute = Recompute::kSelectiveOp;
-  p.eager = r.stack.compiled ? !*r.stack.compiled
-                             : stack.eager_unless_fp8 && p.precision != Precision::kFp8;
-  p.cp_comm = stack.cp_comm;
   const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
   if (stack.microbatch_per_stage && !r.micro_batch && p.pp > 1 && p.dp > 0 &&
       r.global_batch % p.dp == 0 && (r.global_batch / p.dp) % stages == 0)
