@@ -211,10 +211,13 @@ for suf, prec, recipe, mem, tps in [("bf16", "bf16", "None (bfloat16)", 33.71, 8
         par(dp=8, fsdp=True), 1, 8, "selective", prec,
         meas(tps=tps, basis=None),
         ["parallel.vpp", "measured.flops_basis", "measured.attention_flops"],
-        (f"B200 table row '{recipe}': peak memory {mem} GB, median tokens/s {tps} | setup text: "
-         "'Single-node training on 8x power limited B200 GPUs, batch size 1, sequence length 8192, steps 100, "
+        ("POWER-LIMITED: the 8 B200s ran capped at 750 W (torchao mx_formats README @ 374601de6: 'Single-node "
+         "training on 8xB200 GPUs limited to 750W'), below the 1000 W the b200-sxm-180gb profile assumes, so a "
+         "prediction on that profile overstates this run | "
+         f"B200 table row '{recipe}': peak memory {mem} GB, median tokens/s {tps} | setup text (torchtitan mxfp8.md "
+         "copy): 'Single-node training on 8x power limited B200 GPUs, batch size 1, sequence length 8192, steps 100, "
          "torch.compile, FSDP2, per-op SAC'; model Llama3-8b named in torchao mx_formats README (the cited "
-         "source), which in one version says 'B200 GPUs limited to 750W' | tokens/s read as per GPU "
+         "source) | tokens/s read as per GPU "
          "(torchtitan logs tps per device); the table does not say 'per GPU' | per-op SAC = torchtitan "
          f"selective op policy, not Megatron selective | {ARCH_NOTE['L3']}"),
         stk("torchtitan", "6fc499f6f5b3", "sdpa",
