@@ -312,7 +312,10 @@ for name, L, hid, H, btok, gb, tps, line, z1, cfg, cfg_mb in FA_ROWS:
         stack={"framework": "other", "version": "flash-attention training scripts, README rev 88173a1aafe8e2796fcfc9433160838138f0dfc1 (2023-01-17)",
                "kernels": "flash-attn1",
                "notes": "PyTorch Lightning + Hydra training code in flash-attention/training; FlashAttention (v1 era) plus fused MLP, "
-                        "fused dropout-add-LayerNorm, fused cross-entropy; apex AdamW"},
+                        "fused dropout-add-LayerNorm, fused cross-entropy; apex AdamW (README rev 2023-01-17, before "
+                        "FlashAttention-2; README: 'optimized implementations of other layers (e.g., MLP, LayerNorm, "
+                        "cross-entropy loss, rotary embedding)')",
+               "attention": "flash1", "compiled": True},
         sweep="fa-train-readme-gpt3-8xa100",
         pipeline_split=None,
         source_locator=f"training/README.md line {line} (table under 'We include here more details on the training speed with FlashAttention on 8 x A100 80GB')")
@@ -496,6 +499,7 @@ FA2_T1 = {  # (model, seq): (baseline without FlashAttention, FlashAttention, Fl
 FA2_DIMS = {"1.3B": (24, 2048, 16), "2.7B": (32, 2560, 20)}
 FA2_KERN = [("noflash", "pytorch-attention", "standard attention (no FlashAttention), the paper's baseline"),
             ("fa1", "flash-attn1", "FlashAttention (v1)"), ("fa2", "flash-attn2", "FlashAttention-2")]
+FA2_ATTN = {"noflash": "unfused", "fa1": "flash1", "fa2": "flash2"}  # Table 1's columns (stack.attention)
 for (mname, s_len), vals in FA2_T1.items():
     L, hid, H = FA2_DIMS[mname]
     for (ktag, kern, kdesc), v in zip(FA2_KERN, vals):
@@ -524,7 +528,8 @@ for (mname, s_len), vals in FA2_T1.items():
                    "the repo's 2.7B 8k config uses 32 heads (head dim 80), and the paper names neither heads nor batch; the "
                    "baseline's attention implementation and recompute are not described beyond 'without FlashAttention'."),
             stack={"framework": "other", "version": "flash-attention training scripts (PyTorch Lightning + Hydra), mid-2023",
-                   "kernels": kern, "notes": f"{kdesc}; fused MLP / dropout-add-LayerNorm / cross-entropy from the same repo"},
+                   "kernels": kern, "notes": f"{kdesc}; fused MLP / dropout-add-LayerNorm / cross-entropy from the same repo",
+                   "attention": FA2_ATTN[ktag]},
             sweep=f"fa2-t1-gpt3-{mname.lower().replace('.', 'p')}-8xa100",
             pipeline_split=None,
             source_locator=(f"arXiv 2307.08691 Table 1, row 'GPT3-{mname} {s_len // 1024}k context', column '{kdesc}' (read in stored "
