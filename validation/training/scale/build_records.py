@@ -55,8 +55,18 @@ IEVO_ARCH = ("arch: configs/7B_sft.py (SEQ_LEN 2048, HIDDEN_SIZE 4096, NUM_ATTEN
              "MHA (no KV-head option in the 7B config); untied: InternEvo's InternLM model has separate embedding and head modules")
 IEVO_HW = ("hardware per doc: nvidia_a100-sxm4-80gb, 2TB host memory, inter-machine 4 x 100Gb RoCE, 128-core Xeon; "
            "8 GPUs per node per the doc's zero1=8 'within 8 GPUs in a single node'")
-IEVO_STACK_V = "InternEvo (InternLM) doc rev 34fc28d760282c11a2aba552d5b21ffefed3e188 (2024-01-25); tests ran on v0.2.x (memory section cites tag v0.2.1dev20231121)"
+IEVO_STACK_V = ("InternEvo (InternLM) doc rev 34fc28d760282c11a2aba552d5b21ffefed3e188 (2024-01-25); the throughput and FLOPS "
+                "tables are unchanged since InternLM c18bec9 (2023-07-08), so they were measured on the July-2023 code; only "
+                "the later memory section cites tag v0.2.1dev20231121")
 GPUS = [8, 16, 32, 64, 128, 256, 512, 1024]
+# Which FlashAttention: the tables date from InternLM's first commits (fa7337b 2023-07-06, fixed in c18bec9 2023-07-08;
+# unchanged since but for whitespace), before FlashAttention-2 was released (v2.0.0, 2023-07-17). At c18bec9 the repo
+# pins third_party/flash-attention at d2f4324f (v1.0.8-3) and doc/en/install.md says 'Install flash-attention (version
+# v1.0.5)'; the cited rev 34fc28d still says v1.0.5. So FlashAttention-1 (not modelled: validate skips these records).
+# The doc also says InternEvo 'deeply integrates Flash-Attention, Apex, and other high-performance model operators'.
+IEVO_KERN = ("FlashAttention-1: doc/en/install.md 'Install flash-attention (version v1.0.5)' and the third_party/flash-attention "
+             "submodule at d2f4324f (v1.0.8-3) when these tables were written (2023-07-08, before FlashAttention-2's release); "
+             "fused operators per doc ('deeply integrates Flash-Attention, Apex, and other high-performance model operators')")
 TGS = {
     (1, -1): [4062, 3842, 3752, 3690, 3571, 3209, 2861, 2271],
     (1, 8): [4078, 3939, 3919, 3944, 3928, 3920, 3835, 3625],
@@ -94,7 +104,8 @@ for (tp, z1), vals in TGS.items():
                    f"Optimizer states sharded over {zdesc}. precision: doc's FLOPS test states dtype=torch.bfloat16; this throughput test "
                    "does not restate it (7B config default dtype torch.bfloat16). " + IEVO_ARCH + "; " + IEVO_HW),
             stack={"framework": "other", "version": IEVO_STACK_V, "kernels": "flash-attn",
-                   "notes": "InternEvo Hybrid-ZeRO (zero1 group size as named in the row); Flash-Attention (version not stated) + Apex per doc; TFLOPS not given in this table"},
+                   "notes": "InternEvo Hybrid-ZeRO (zero1 group size as named in the row); Flash-Attention + Apex per doc; TFLOPS not given in this table; " + IEVO_KERN,
+                   "attention": "flash1", "compiled": True},
             sweep=f"ievo-7b-a100-tgs-tp{tp}-zero1{'all' if z1 == -1 else z1}",
             pipeline_split=None,
             source_locator=f"doc/en/train_performance.md line {ROWLINE[(tp, z1)]} (Throughput Measurement table), column {g} GPUs")
@@ -139,7 +150,8 @@ for ck, g, mb, mn, gtok, tgs, tfl, line in FLOPS_ROWS:
                + "pp 1 from configs/7B_sft.py (pipeline size 1; the doc names configurations only by tp and zero1). "
                + IEVO_ARCH + "; " + IEVO_HW),
         stack={"framework": "other", "version": IEVO_STACK_V, "kernels": "flash-attn",
-               "notes": "InternEvo Hybrid-ZeRO, zero1=8; Flash-Attention (version not stated) + Apex per doc"},
+               "notes": "InternEvo Hybrid-ZeRO, zero1=8; Flash-Attention + Apex per doc; " + IEVO_KERN,
+               "attention": "flash1", "compiled": True},
         sweep=f"ievo-7b-a100-flops-{'ckpt' if ck else 'nockpt'}",
         pipeline_split=None,
         source_locator=f"doc/en/train_performance.md line {line} (FLOPS Testing, Activation Ckpt {'TRUE' if ck else 'FALSE'} table)")
