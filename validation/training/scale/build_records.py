@@ -360,7 +360,8 @@ for vms, tfl in [(1, 492), (2, 422), (4, 407), (8, 409), (16, 375)]:
                "MaxText/configs/models/llama2-7b.yml (emb 4096, 32 q/kv heads, mlp 11008, 32 layers, head_dim 128, silu+linear, "
                "vocab 32000, logits_via_embedding False). A3 = GCP a3-highgpu-8g (8 x H100 80GB SXM per VM, GPUDirect-TCPX networking)."),
         stack={"framework": "maxtext", "version": "AI-Hypercomputer/maxtext@efb6d9e4a2856198f8272dcbfb7d9c91eda0728e (2024-04-12)",
-               "kernels": "cudnn", "notes": "JAX/XLA; attention=cudnn_flash_te (Transformer Engine cuDNN fused attention); XLA latency-hiding scheduler flags in run scripts"},
+               "kernels": "cudnn", "notes": "JAX/XLA; attention=cudnn_flash_te (Transformer Engine cuDNN fused attention); XLA latency-hiding scheduler flags in run scripts",
+               "attention": "flash", "compiled": True},
         sweep="maxtext-a3-llama2-7b",
         pipeline_split=None,
         source_locator=f"MaxText/configs/a3/llama_2_7b/README.md, Llama2-7B table row '{vms}x A3 (h100-80gb-8)'")
@@ -495,7 +496,11 @@ for sid, name, L, hid, H, s, g, mb, tfl, line, text in DSAZ:
                "micro-batch sweep (figures): the best configuration's throughput, each point a steady-state measurement of its "
                "configuration, not a production run."),
         stack={"framework": "megatron-deepspeed", "version": "DeepSpeed 0.6.2 + Megatron-DeepSpeed (2022)", "kernels": None,
-               "notes": "ZeRO-3 (fully sharded) with CPU offload of optimizer state/activation checkpoints; fp16 per linked recipe"},
+               "notes": "ZeRO-3 (fully sharded) with CPU offload of optimizer state/activation checkpoints; fp16 per linked recipe; "
+                        "attention unfused: the linked recipe's Megatron-DeepSpeed (examples/azure, 62bc4562, 2022-07-11) "
+                        "computes it in ParallelAttention as baddbmm QK^T -> FusedScaleMaskSoftmax -> bmm PV (the s x s "
+                        "scores in memory) and has no flash-attention option; blog Table 1: PyTorch 1.10.2 (no SDPA)",
+               "attention": "unfused"},
         sweep="deepspeed-azure-2022",
         pipeline_split=None,
         source_locator=f"docs/_posts/2022-07-26-deepspeed-azure.md line {line} (Performance Evaluation section); model dims from Table 2 in the same post")
@@ -611,7 +616,11 @@ add(id="llama1-65b-2048-a100",
            "released LLaMA-65B config (SentencePiece 32K vocab per the paper)."),
     stack={"framework": "other", "version": "Meta internal (2022-23), PyTorch + xformers", "kernels": "xformers",
            "notes": "manual backward for transformer layers, activation checkpointing of cheap activations, TP + SP, "
-                    "overlap of activation computation with all_reduce"},
+                    "overlap of activation computation with all_reduce; attention: 'an efficient implementation of "
+                    "the causal multi-head attention ... available in the xformers library ... inspired by Rabe and "
+                    "Staats (2021) and uses the backward from Dao et al. (2022)', i.e. FlashAttention-1's backward "
+                    "(2022-23, before FlashAttention-2): recorded as flash1, not modelled",
+           "attention": "flash1"},
     sweep=None, pipeline_split=None,
     source_locator=("arXiv 2302.13971 Sec 2.4 'Efficient implementation' and Table 2 (read in stored transcriptions: "
                     "find_string id 24074655750 for the verbatim paragraph, id 365561555 for Table 2)"))
