@@ -234,9 +234,11 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   cmd->add_option("--schedule", f->schedule, "pipeline schedule: 1f1b | interleaved | zb-h1");
   cmd->add_option("--precision", f->precision, "bf16 | fp8");
   cmd->add_option("--cp-comm", f->cp_comm, "context-parallel K/V exchange: ring | allgather");
-  cmd->add_option("--attention", f->attention,
-                  "attention kernel: flash (fused; FlashAttention-3/cuDNN on Hopper) | flash2 "
-                  "(FlashAttention-2, PyTorch SDPA) | unfused (materialised s x s scores)");
+  cmd->add_option(
+      "--attention", f->attention,
+      "attention kernel: flash (fused; FlashAttention-3/cuDNN on Hopper) | flash2 "
+      "(FlashAttention-2, PyTorch SDPA) | flash1 (FlashAttention-1) | unfused (materialised s x s "
+      "scores)");
   add_switch(cmd, "--eager", &f->eager,
              "elementwise ops as PyTorch eager runs them (one kernel per op, norms and rotary "
              "embeddings in fp32; TorchTitan without torch.compile) instead of fused (1/0)");
@@ -337,8 +339,8 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
   flag_enum(f.schedule, "--schedule", parse_schedule, &p->schedule, "1f1b, interleaved, zb-h1", d);
   flag_enum(f.precision, "--precision", parse_precision, &p->precision, "bf16, fp8", d);
   flag_enum(f.cp_comm, "--cp-comm", parse_cp_comm, &p->cp_comm, "ring, allgather", d);
-  flag_enum(f.attention, "--attention", parse_attention, &p->attention, "flash, flash2, unfused",
-            d);
+  flag_enum(f.attention, "--attention", parse_attention, &p->attention,
+            "flash, flash2, flash1, unfused", d);
   if (f.vpp != kUnset && f.vpp > 1 && f.schedule.empty())
     p->schedule = ScheduleKind::kInterleaved1F1B;
 }

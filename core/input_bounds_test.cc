@@ -164,6 +164,10 @@ TEST(InputBounds, RecordStackAndSweepAreReadAndTheStackChoosesTheKernels) {
   EXPECT_EQ(to_plan(k.value()).attention, AttentionImpl::kUnfused);
   EXPECT_FALSE(to_plan(k.value()).eager);
   j["stack"] = {{"framework", "other"}, {"attention", "flash1"}};
+  auto f1 = measured_run_from_json(j, "v.jsonl:1:");
+  ASSERT_TRUE(f1.ok()) << f1.error_text();
+  EXPECT_EQ(to_plan(f1.value()).attention, AttentionImpl::kFlash1);
+  j["stack"] = {{"framework", "other"}, {"attention", "flash7"}};
   EXPECT_TRUE(mentions(measured_run_from_json(j, "v.jsonl:1:"), "v.jsonl:1:/stack/attention"));
   j["stack"] = {{"framework", "jax"}};
   auto bad = measured_run_from_json(j, "v.jsonl:1:");

@@ -53,6 +53,7 @@ std::optional<CpComm> parse_cp_comm(const std::string& s) {
 std::optional<AttentionImpl> parse_attention(const std::string& s) {
   if (s == "flash") return AttentionImpl::kFlash;
   if (s == "flash2") return AttentionImpl::kFlash2;
+  if (s == "flash1") return AttentionImpl::kFlash1;
   if (s == "unfused") return AttentionImpl::kUnfused;
   return std::nullopt;
 }
@@ -492,7 +493,7 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   read_enum(f, "recompute", parse_recompute, &p.recompute, "none, selective, selective-op, full",
             &d);
   read_enum(f, "precision", parse_precision, &p.precision, "bf16, fp8", &d);
-  read_enum(f, "attention", parse_attention, &p.attention, "flash, flash2, unfused", &d);
+  read_enum(f, "attention", parse_attention, &p.attention, "flash, flash2, flash1, unfused", &d);
   p.eager = f.boolean("eager", p.eager);
   p.moe_imbalance = f.number("moe_imbalance", p.moe_imbalance);
   if (const Json* o = f.object("overlap")) {

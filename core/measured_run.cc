@@ -34,15 +34,11 @@ RecordStack read_stack(const Json& j, const std::string& where, Diagnostics* d) 
   RecordStack s;
   if (f.has("attention")) {
     const std::string a = f.string("attention");
-    if (a == "flash1")
-      d->push_back({f.path("attention"), "FlashAttention-1 is not modelled",
-                    "the simulator's kernels: flash (the part's best fused kernel), flash2, "
-                    "unfused"});
-    else if (auto k = parse_attention(a))
+    if (auto k = parse_attention(a))
       s.attention = *k;
     else
       d->push_back({f.path("attention"), "unknown attention kernel '" + text_excerpt(a, 40) + "'",
-                    "valid: flash, flash2, unfused, flash1"});
+                    "valid: flash, flash2, flash1, unfused"});
   }
   if (f.has("compiled")) s.compiled = f.boolean("compiled");
   s.framework = f.string("framework", "");

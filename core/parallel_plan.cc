@@ -258,6 +258,8 @@ const char* to_string(AttentionImpl a) {
       return "flash2";
     case AttentionImpl::kUnfused:
       return "unfused";
+    case AttentionImpl::kFlash1:
+      return "flash1";
   }
   return "?";
 }

@@ -19,7 +19,7 @@ Result<StackKernels> stack_from_json(const Json& j, const std::string& where) {
     s.attention = *a;
   else if (d.empty())
     d.push_back({f.path("attention"), "unknown attention kernel '" + attention + "'",
-                 "valid: flash, flash2, unfused"});
+                 "valid: flash, flash2, flash1, unfused"});
   s.eager = f.boolean("eager");
   s.fp8_compiled = f.boolean("fp8_compiled");
   const std::string selective = f.string("selective_recompute");

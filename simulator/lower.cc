@@ -304,14 +304,13 @@ class LayerBuilder {
     const int64_t sq = p_.seq_len / p_.cp, skv = p_.seq_len;
     const size_t fwd_before = fwd_.size(), bwd_before = bwd_in_.size();
     if (p_.attention != AttentionImpl::kUnfused) {
-      const bool fa2 = p_.attention == AttentionImpl::kFlash2;
       // Load-balanced context parallelism: of a rank's cp calls of equal work, the one on its own
       // chunks is masked, the others (against earlier chunks) are not.
       const double masked = 1.0 / p_.cp;
       const KernelTime f = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false,
-                                              attention_precision(), fa2, masked);
+                                              attention_precision(), p_.attention, masked);
       const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true,
-                                              attention_precision(), fa2, masked);
+                                              attention_precision(), p_.attention, masked);
       fwd_.push_back(compute_op("attention", f));
       bwd_in_.push_back(compute_op("attention.bwd", b));
     } else {

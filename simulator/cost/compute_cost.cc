@@ -173,8 +173,10 @@ KernelTime ComputeCost::fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t w
 }
 
 KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk,
-                                  int64_t d_v, bool causal, bool backward, Precision p, bool fa2,
-                                  double masked_share) const {
+                                  int64_t d_v, bool causal, bool backward, Precision p,
+                                  AttentionImpl kernel, double masked_share) const {
+  const bool fa2 = kernel == AttentionImpl::kFlash2 || kernel == AttentionImpl::kFlash1;
+  const double rate = kernel == AttentionImpl::kFlash1 ? kFlash1OverFlash2 : 1.0;
   KernelTime t;
   const double fwd =
       2.0 * batch_heads * s_q * s_kv * static_cast<double>(d_qk + d_v) * (causal ? 0.5 : 1.0);
@@ -194,7 +196,7 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
     t.source = tflops > 0 ? CostSource::kMeasured : CostSource::kOutsideTable;
     count(TableUse::kAttention, t.source);
     if (tflops > 0) {
-      t.time_s = t.flops / (tflops * kTera);
+      t.time_s = t.flops / (tflops * rate * kTera);
       return t;
     }
   } else {
@@ -211,7 +213,7 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
   const double n = std::ceil(static_cast<double>(s_q) / kAttentionBlock);
   const double causal_rate = factor > 0 ? factor * n / (n + 2) : 1.0;
   const double slowdown = share / causal_rate + (1 - share);
-  const double compute_s = t.flops * slowdown / (hw_.peak_tflops(p) * kTera * base);
+  const double compute_s = t.flops * slowdown / (hw_.peak_tflops(p) * kTera * base * rate);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
   t.time_s = std::max(compute_s, memory_s) + hw_.kernel_overhead_us * kUs;
   return t;

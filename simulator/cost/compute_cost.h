@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/hw_profile.h"
+#include "core/parallel_plan.h"
 
 namespace parallax {
 
@@ -43,6 +44,13 @@ struct KernelTime {
   double bytes = 0;
   CostSource source = CostSource::kAnalytical;
 };
+
+/// FlashAttention-1's rate over FlashAttention-2's on the same part: Dao, 'FlashAttention-2'
+/// (arXiv 2307.08691), abstract and Sec. 4.1: FlashAttention-2 is "around 2x faster than
+/// FlashAttention" in the attention benchmarks (fwd, bwd, fwd+bwd; A100, head dims 64 and 128,
+/// causal or not), FlashAttention reaching 25-40% of the A100's peak against FA2's 50-73%.
+/// Measured on A100 only; parts without an FA1 measurement take the same ratio.
+inline constexpr double kFlash1OverFlash2 = 0.5;
 
 class ComputeCost {
  public:
@@ -82,17 +90,18 @@ class ComputeCost {
   /// With a measured attention table (profile attention_samples): the achieved TFLOP/s of the
   /// nearest head size, interpolated in log(seq) between the two nearest sequence lengths
   /// (s_kv); outside the measured lengths the analytical model answers.
-  /// `fa2`: FlashAttention-2 (PyTorch SDPA) at the profile's fa2_attention_*_efficiency when it
-  /// gives one (a measured table times the part's own fused kernel, not FA2); otherwise the same
-  /// kernel as the default. Where the profile gives that kernel's causal factor f
-  /// (causal_attention_factor, fa2_causal_attention_factor), `masked_share` of a causal call's
-  /// FLOPs runs at f n / (n + 2) of the unmasked rate, n = ceil(s_q / 128) query blocks (the
-  /// n diagonal blocks each cost two unmasked ones): 1 for one masked call; 1/cp under
-  /// load-balanced context parallelism, whose other cp - 1 calls per rank (chunks against
-  /// earlier chunks) run unmasked. A measured table (calibrate times causal attention) needs
-  /// no factor.
+  /// `kernel` kFlash2: FlashAttention-2 (PyTorch SDPA) at the profile's fa2_attention_*_efficiency
+  /// when it gives one (a measured table times the part's own fused kernel, not FA2); otherwise
+  /// the same kernel as the default. kFlash1: FlashAttention-1 at kFlash1OverFlash2 of that rate.
+  /// Where the profile gives that kernel's causal factor f (causal_attention_factor,
+  /// fa2_causal_attention_factor), `masked_share` of a causal call's FLOPs runs at f n / (n + 2) of
+  /// the unmasked rate, n = ceil(s_q / 128) query blocks (the n diagonal blocks each cost two
+  /// unmasked ones): 1 for one masked call; 1/cp under load-balanced context parallelism, whose
+  /// other cp - 1 calls per rank (chunks against earlier chunks) run unmasked. A measured table
+  /// (calibrate times causal attention) needs no factor.
   KernelTime attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
-                       bool causal, bool backward, Precision p = Precision::kBf16, bool fa2 = false,
+                       bool causal, bool backward, Precision p = Precision::kBf16,
+                       AttentionImpl kernel = AttentionImpl::kFlash,
                        double masked_share = 1.0) const;
 
   /// Decode attention (FlashDecoding-style): sequences with one new query token each against
