@@ -3,7 +3,7 @@
 (records per directory, and breakdowns by source, part, dense/MoE, precision, scale bucket and stack framework).
 
 "readable" = the record is not skipped by `parallax validate` for a reason this script can see without the binary:
-precision nvfp4/mxfp8 (not supported yet), stack.attention "flash1" (FlashAttention-1, not modelled) or a null field the
+precision nvfp4/mxfp8 (not supported yet) or a null field the
 validator requires (model.vocab, model.ffn_hidden of a dense model, model.moe.top_k, batch.global_batch). Run
 `parallax validate FILE` for the authoritative answer.
 
@@ -16,7 +16,7 @@ import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 UNSUPPORTED_PRECISION = {"nvfp4", "mxfp8"}
-UNMODELLED_ATTENTION = {"flash1"}
+UNMODELLED_ATTENTION = set()  # FlashAttention-1 is modelled (half FA2's rate)
 
 
 def skip_reason(r):
