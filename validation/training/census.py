@@ -95,7 +95,7 @@ def main():
     }
     orders = {"scale (GPUs)": ["<=64", "65-512", "513-4096", ">4096"]}
     print(f"Total: {len(recs)} records, {len(read)} readable "
-          f"(not skipped for nvfp4/mxfp8 precision, FlashAttention-1 or a required null field).\n")
+          f"(not skipped for nvfp4/mxfp8 precision or a required null field).\n")
     skipped = collections.Counter(skip_reason(r) for r in recs if skip_reason(r))
     print("Skipped: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items(), key=lambda kv: -kv[1])) + ".\n")
     for title, fn in dims.items():
