@@ -389,7 +389,16 @@ TEST(JsonIoScenario, UnknownNamesAreAllReportedWithTheValidList) {
   EXPECT_TRUE(mentions(d, "'partial'")) << text(d);
   EXPECT_TRUE(mentions(d, "none, selective, selective-op, full")) << text(d);
   EXPECT_TRUE(mentions(d, "s.json:/precision: unknown precision 'fp4'")) << text(d);
-  EXPECT_TRUE(mentions(d, "bf16, fp8")) << text(d);
+  EXPECT_TRUE(mentions(d, "bf16, fp16, fp8, mxfp8, nvfp4")) << text(d);
+}
+
+TEST(JsonIoScenario, BlockScaledPrecisionsParseAndPrint) {
+  for (const char* name : {"mxfp8", "nvfp4"}) {
+    auto s = scenario_from_json(Json{{"precision", name}}, "s.json:", ParallelPlan{});
+    ASSERT_TRUE(s.ok()) << name << ": " << s.error_text();
+    EXPECT_STREQ(to_string(s->plan.precision), name);
+    EXPECT_TRUE(is_block_scaled(s->plan.precision)) << name;
+  }
 }
 
 TEST(JsonIoScenario, WrongTypesCarryTheirPath) {
