@@ -125,7 +125,7 @@ Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwP
   row.sweep = r.sweep;
   row.classes = record_classes(r);
   row.fits = rep->fits;
-  compare(r, model, p, rep.value(), c.hw.peak_tflops(p.precision), &row);
+  compare(r, model, p, rep.value(), c.hw.mfu_peak_tflops(p.precision), &row);
   return row;
 }
 
