@@ -232,7 +232,7 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
   add_switch(cmd, "--fsdp", &f->fsdp,
              "PyTorch FSDP2 parameter sharding (1/0; the flag alone means 1)");
   cmd->add_option("--schedule", f->schedule, "pipeline schedule: 1f1b | interleaved | zb-h1");
-  cmd->add_option("--precision", f->precision, "bf16 | fp8");
+  cmd->add_option("--precision", f->precision, "bf16 | fp8 | mxfp8 | nvfp4");
   cmd->add_option("--cp-comm", f->cp_comm, "context-parallel K/V exchange: ring | allgather");
   cmd->add_option(
       "--attention", f->attention,
@@ -337,7 +337,7 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
   flag_enum(f.recompute, "--recompute", parse_recompute, &p->recompute,
             "none, selective, selective-op, full", d);
   flag_enum(f.schedule, "--schedule", parse_schedule, &p->schedule, "1f1b, interleaved, zb-h1", d);
-  flag_enum(f.precision, "--precision", parse_precision, &p->precision, "bf16, fp8", d);
+  flag_enum(f.precision, "--precision", parse_precision, &p->precision, kPrecisionNames, d);
   flag_enum(f.cp_comm, "--cp-comm", parse_cp_comm, &p->cp_comm, "ring, allgather", d);
   flag_enum(f.attention, "--attention", parse_attention, &p->attention,
             "flash, flash2, flash1, unfused", d);
@@ -489,6 +489,11 @@ Result<ServingInputs> resolve_serving_inputs(const std::string& model, const std
   if (!hw) bad.insert(bad.end(), hw.errors().begin(), hw.errors().end());
   const auto p = parse_precision(precision);
   if (!p) bad.push_back({"--precision", "unknown precision " + precision, "bf16 | fp8"});
+  if (p && is_block_scaled(*p))
+    bad.push_back({"--precision",
+                   "serving is simulated with bf16 or fp8 weights and GEMMs, got " + precision +
+                       " (a block-scaled training recipe here)",
+                   "bf16 | fp8"});
   if (!bad.empty()) return bad;
   return ServingInputs{std::move(m).value(), std::move(hw).value(), *p};
 }

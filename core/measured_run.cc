@@ -139,8 +139,8 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   if (auto k = parse_precision(prec))
     r.precision = *k;
   else
-    d.push_back(
-        {f.path("precision"), "unknown precision '" + prec + "'", "valid: bf16, fp16, fp8"});
+    d.push_back({f.path("precision"), "unknown precision '" + prec + "'",
+                 std::string("valid: ") + kPrecisionNames});
   if (const Json* m = f.object("measured")) {
     JsonFields mf(*m, where + "/measured", &d);
     mf.reject_unknown({"tflops_per_gpu", "flops_basis", "mfu", "tokens_per_s_per_gpu",
