@@ -3,7 +3,7 @@
 (records per directory, and breakdowns by source, part, dense/MoE, precision, scale bucket and stack framework).
 
 "readable" = the record is not skipped by `parallax validate` for a reason this script can see without the binary:
-precision nvfp4/mxfp8 (not supported yet) or a null field the
+a null field the
 validator requires (model.vocab, model.ffn_hidden of a dense model, model.moe.top_k, batch.global_batch). Run
 `parallax validate FILE` for the authoritative answer.
 
@@ -15,7 +15,7 @@ import json
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-UNSUPPORTED_PRECISION = {"nvfp4", "mxfp8"}
+UNSUPPORTED_PRECISION = set()  # nvfp4 and mxfp8 are modelled
 UNMODELLED_ATTENTION = set()  # FlashAttention-1 is modelled (half FA2's rate)
 
 
@@ -95,7 +95,7 @@ def main():
     }
     orders = {"scale (GPUs)": ["<=64", "65-512", "513-4096", ">4096"]}
     print(f"Total: {len(recs)} records, {len(read)} readable "
-          f"(not skipped for nvfp4/mxfp8 precision or a required null field).\n")
+          f"(not skipped for a required null field).\n")
     skipped = collections.Counter(skip_reason(r) for r in recs if skip_reason(r))
     print("Skipped: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items(), key=lambda kv: -kv[1])) + ".\n")
     for title, fn in dims.items():
