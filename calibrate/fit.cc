@@ -46,6 +46,10 @@ double& peak_field(HwProfile& p, Precision prec) {
       return p.fp8_tflops;
     case Precision::kFp32:
       return p.fp32_tflops;
+    case Precision::kMxfp8:
+      return p.mxfp8_tflops;
+    case Precision::kNvfp4:
+      return p.nvfp4_tflops;
     case Precision::kBf16:
       break;
   }
@@ -58,6 +62,10 @@ const char* peak_key(Precision prec) {
       return "fp8_tflops";
     case Precision::kFp32:
       return "fp32_tflops";
+    case Precision::kMxfp8:
+      return "mxfp8_tflops";
+    case Precision::kNvfp4:
+      return "nvfp4_tflops";
     case Precision::kBf16:
       break;
   }

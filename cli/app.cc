@@ -10,9 +10,9 @@ namespace parallax::cli {
 void add_commands(CLI::App& app, int* exit_code) {
   using AddCommand = void (*)(CLI::App&, int*);
   static constexpr AddCommand kCommands[] = {
-      add_plan_command,    add_whatif_command,   add_simulate_command,   add_validate_command,
-      add_models_command,  add_profiles_command, add_launch_command,     add_calibrate_command,
-      add_execute_command, add_serve_command,    add_serve_plan_command,
+      add_plan_command,      add_whatif_command,   add_simulate_command, add_validate_command,
+      add_models_command,    add_profiles_command, add_stacks_command,   add_launch_command,
+      add_calibrate_command, add_execute_command,  add_serve_command,    add_serve_plan_command,
   };
   for (AddCommand add : kCommands) add(app, exit_code);
 }

@@ -12,6 +12,7 @@ void add_simulate_command(CLI::App& app, int* exit_code);
 void add_validate_command(CLI::App& app, int* exit_code);
 void add_models_command(CLI::App& app, int* exit_code);
 void add_profiles_command(CLI::App& app, int* exit_code);
+void add_stacks_command(CLI::App& app, int* exit_code);
 void add_plan_command(CLI::App& app, int* exit_code);
 void add_launch_command(CLI::App& app, int* exit_code);
 void add_whatif_command(CLI::App& app, int* exit_code);

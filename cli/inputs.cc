@@ -17,6 +17,7 @@
 
 #include "core/hf_config.h"
 #include "core/model_zoo.h"
+#include "core/software_stack.h"
 #include "core/text.h"
 
 namespace parallax::cli {
@@ -233,11 +234,13 @@ void add_layout_flags(CLI::App* cmd, LayoutFlags* f) {
              "PyTorch FSDP2 parameter sharding (1/0; the flag alone means 1)");
   cmd->add_option("--schedule", f->schedule,
                   "pipeline schedule: 1f1b | interleaved | zb-h1 | dualpipe");
-  cmd->add_option("--precision", f->precision, "bf16 | fp8");
+  cmd->add_option("--precision", f->precision, "bf16 | fp8 | mxfp8 | nvfp4");
   cmd->add_option("--cp-comm", f->cp_comm, "context-parallel K/V exchange: ring | allgather");
-  cmd->add_option("--attention", f->attention,
-                  "attention kernel: flash (fused; FlashAttention-3/cuDNN on Hopper) | flash2 "
-                  "(FlashAttention-2, PyTorch SDPA) | unfused (materialised s x s scores)");
+  cmd->add_option(
+      "--attention", f->attention,
+      "attention kernel: flash (fused; FlashAttention-3/cuDNN on Hopper) | flash2 "
+      "(FlashAttention-2, PyTorch SDPA) | flash1 (FlashAttention-1) | unfused (materialised s x s "
+      "scores)");
   add_switch(cmd, "--eager", &f->eager,
              "elementwise ops as PyTorch eager runs them (one kernel per op, norms and rotary "
              "embeddings in fp32; TorchTitan without torch.compile) instead of fused (1/0)");
@@ -354,10 +357,10 @@ void apply_numeric_flags(const LayoutFlags& f, ParallelPlan* p, Diagnostics* d) 
             "none, selective, selective-op, full", d);
   flag_enum(f.schedule, "--schedule", parse_schedule, &p->schedule,
             "1f1b, interleaved, zb-h1, dualpipe", d);
-  flag_enum(f.precision, "--precision", parse_precision, &p->precision, "bf16, fp8", d);
+  flag_enum(f.precision, "--precision", parse_precision, &p->precision, kPrecisionNames, d);
   flag_enum(f.cp_comm, "--cp-comm", parse_cp_comm, &p->cp_comm, "ring, allgather", d);
-  flag_enum(f.attention, "--attention", parse_attention, &p->attention, "flash, flash2, unfused",
-            d);
+  flag_enum(f.attention, "--attention", parse_attention, &p->attention,
+            "flash, flash2, flash1, unfused", d);
   if (f.vpp != kUnset && f.vpp > 1 && f.schedule.empty())
     p->schedule = ScheduleKind::kInterleaved1F1B;
 }
@@ -394,6 +397,25 @@ FieldLocator locator_for(const LayoutFlags& f) {
 }
 
 }  // namespace
+
+Result<ParallelPlan> with_stack(const std::string& name, const LayoutFlags& f, ParallelPlan p) {
+  const StackKernels* stack = find_stack_kernels(name);
+  if (!stack) {
+    std::string names;
+    for (const auto& s : builtin_stacks()) names += (names.empty() ? "" : ", ") + s.framework;
+    return Diagnostic{"--stack", "no stack profile '" + printable(name) + "'", "valid: " + names};
+  }
+  const ParallelPlan s = apply_stack(*stack, p);
+  if (f.attention.empty()) p.attention = s.attention;
+  if (f.eager < 0) p.eager = s.eager;
+  if (f.cp_comm.empty()) p.cp_comm = s.cp_comm;
+  if (f.pp_scatter_gather < 0) p.pp_scatter_gather = s.pp_scatter_gather;
+  if (f.overlap_tp < 0) p.overlap_tp_comm = s.overlap_tp_comm;
+  if (f.overlap_grad < 0) p.overlap_grad_reduce = s.overlap_grad_reduce;
+  if (f.overlap_param < 0) p.overlap_param_gather = s.overlap_param_gather;
+  p.recompute = s.recompute;  // 'selective' as the stack does it
+  return p;
+}
 
 Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout) {
   Diagnostics d;
@@ -492,6 +514,11 @@ Result<ServingInputs> resolve_serving_inputs(const std::string& model, const std
   if (!hw) bad.insert(bad.end(), hw.errors().begin(), hw.errors().end());
   const auto p = parse_precision(precision);
   if (!p) bad.push_back({"--precision", "unknown precision " + precision, "bf16 | fp8"});
+  if (p && is_block_scaled(*p))
+    bad.push_back({"--precision",
+                   "serving is simulated with bf16 or fp8 weights and GEMMs, got " + precision +
+                       " (a block-scaled training recipe here)",
+                   "bf16 | fp8"});
   if (!bad.empty()) return bad;
   return ServingInputs{std::move(m).value(), std::move(hw).value(), *p};
 }

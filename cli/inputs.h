@@ -69,6 +69,10 @@ struct ResolvedRun {
 /// `check_layout` (the planner, where layout flags are constraints) the plan is not validated.
 Result<ResolvedRun> resolve_run(const LayoutFlags& f, bool check_layout = true);
 
+/// The plan's kernels and overlap switches as stack `name` (stacks/*.json) runs them, except
+/// those the flags pin (--attention, --eager, --cp-comm, --pp-scatter-gather, --overlap-*).
+Result<ParallelPlan> with_stack(const std::string& name, const LayoutFlags& f, ParallelPlan p);
+
 /// What the serving commands take from their flags: a model (zoo name or file), a profile (name
 /// or file, with --profiles-dir) and a precision name; every problem reported.
 struct ServingInputs {

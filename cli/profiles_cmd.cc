@@ -1,9 +1,12 @@
-// `parallax profiles`: the hardware profiles, or one in full with its sources.
+// `parallax profiles`: the hardware profiles, or one in full with its sources; `parallax stacks`:
+// the software-stack profiles, or one in full with its sources.
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/builtin_profiles.h"
+#include "core/software_stack.h"
 
 namespace parallax::cli {
 
@@ -48,6 +51,34 @@ void add_profiles_command(CLI::App& app, int* exit_code) {
                     p.scale_up_domain, p.scale_out_bw_gbps, p.description.c_str(),
                     p.measured ? " [measured]" : "");
     }
+    *exit_code = 0;
+  });
+}
+
+void add_stacks_command(CLI::App& app, int* exit_code) {
+  auto name = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "stacks", "List software-stack profiles (what each framework runs), or show one in full");
+  cmd->add_option("name", *name, "show this stack's profile (JSON with the source of each value)");
+  cmd->callback([name, exit_code] {
+    if (!name->empty()) {
+      for (const auto& [stem, text] : builtin_stack_texts())
+        if (stem == *name) {
+          std::cout << text;
+          *exit_code = 0;
+          return;
+        }
+      *exit_code = report_errors({{"stacks", "no stack profile '" + printable(*name) + "'",
+                                   "parallax stacks lists them"}});
+      return;
+    }
+    std::printf("%-20s %-9s %-6s %-15s %-10s %-8s  %s\n", "framework", "attention", "eager",
+                "selective", "cp", "launch", "description");
+    for (const auto& s : builtin_stacks())
+      std::printf("%-20s %-9s %-6s %-15s %-10s %-8s  %s\n", s.framework.c_str(),
+                  to_string(s.attention), s.eager ? "yes" : "no",
+                  s.selective_per_op ? "per-op" : "attention-core", to_string(s.cp_comm),
+                  s.launch_target.empty() ? "-" : s.launch_target.c_str(), s.description.c_str());
     *exit_code = 0;
   });
 }

@@ -12,13 +12,17 @@ namespace parallax::cli {
 void add_simulate_command(CLI::App& app, int* exit_code) {
   struct Opts {
     LayoutFlags layout;
-    std::string format = "table", trace;
+    std::string format = "table", trace, stack;
     bool full_ranks = false, trace_all = false;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Predict step time, throughput, MFU and memory of one training layout");
   add_layout_flags(cmd, &o->layout);
+  cmd->add_option("--stack", o->stack,
+                  "run the layout under this framework's software stack (stacks/*.json: its "
+                  "attention kernel, fused or eager ops, recompute granularity, pipeline sends, "
+                  "CP exchange, overlap); flags given beside it win. See `parallax stacks`");
   cmd->add_option("--format", o->format, "output format: table | json")
       ->check(CLI::IsMember({"table", "json"}));
   cmd->add_option("--trace", o->trace,
@@ -34,11 +38,21 @@ void add_simulate_command(CLI::App& app, int* exit_code) {
       "recompute, ZeRO-1.\n"
       "Exit code: 0 fits in memory, 1 out of memory, 2 bad input.");
   cmd->callback([o, exit_code] {
-    auto run = resolve_run(o->layout);
-    if (!run) {
-      *exit_code = report_errors(run.errors());
+    auto resolved = resolve_run(o->layout);
+    if (!resolved) {
+      *exit_code = report_errors(resolved.errors());
       return;
     }
+    ResolvedRun run_value = resolved.value();
+    if (!o->stack.empty()) {
+      auto p = with_stack(o->stack, o->layout, run_value.plan);
+      if (!p) {
+        *exit_code = report_errors(p.errors());
+        return;
+      }
+      run_value.plan = p.value();
+    }
+    const ResolvedRun* run = &run_value;
     SimulationOptions opt;
     opt.full_ranks = o->full_ranks;
     opt.record_trace = !o->trace.empty();
@@ -55,7 +69,7 @@ void add_simulate_command(CLI::App& app, int* exit_code) {
         return;
       }
     }
-    const ErrorBar bar = prediction_bar(run->model, run->cluster, run->plan);
+    const ErrorBar bar = prediction_bar(run->model, run->cluster, run->plan, o->stack);
     if (o->format == "json")
       std::cout << to_json(rep.value(), &bar).dump(2) << "\n";
     else

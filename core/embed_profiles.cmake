@@ -1,4 +1,11 @@
-# Writes OUT: a C++ file defining builtin_profile_texts() from every DIR/*.json.
+# Writes OUT: a C++ file defining FUNC() (default builtin_profile_texts(), declared in HEADER,
+# default core/builtin_profiles.h) from every DIR/*.json, as (file stem, text) pairs.
+if(NOT FUNC)
+  set(FUNC builtin_profile_texts)
+endif()
+if(NOT HEADER)
+  set(HEADER core/builtin_profiles.h)
+endif()
 file(GLOB files ${DIR}/*.json)
 list(SORT files)
 set(body "")
@@ -7,5 +14,5 @@ foreach(f ${files})
   file(READ ${f} text)
   string(APPEND body "    {\"${name}\", R\"PXJSON(${text})PXJSON\"},\n")
 endforeach()
-file(WRITE ${OUT}.tmp "// Generated from hw_profiles/*.json; do not edit.\n#include \"core/builtin_profiles.h\"\n\nnamespace parallax {\n\nconst std::vector<std::pair<std::string, std::string>>& builtin_profile_texts() {\n  static const std::vector<std::pair<std::string, std::string>> texts = {\n${body}  };\n  return texts;\n}\n\n}  // namespace parallax\n")
+file(WRITE ${OUT}.tmp "// Generated from ${DIR}/*.json; do not edit.\n#include \"${HEADER}\"\n\nnamespace parallax {\n\nconst std::vector<std::pair<std::string, std::string>>& ${FUNC}() {\n  static const std::vector<std::pair<std::string, std::string>> texts = {\n${body}  };\n  return texts;\n}\n\n}  // namespace parallax\n")
 file(RENAME ${OUT}.tmp ${OUT})

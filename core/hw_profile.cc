@@ -19,11 +19,16 @@ Diagnostics validate_profile(const HwProfile& p, const std::string& where) {
   if (p.fp8_tflops < 0) out.push_back({where + "/fp8_tflops", "must be >= 0", "0 means no fp8"});
   if (p.fp32_tflops < 0)
     out.push_back({where + "/fp32_tflops", "must be >= 0", "0 means not given"});
+  for (auto [f, v] : {std::pair{"mxfp8_tflops", p.mxfp8_tflops}, {"nvfp4_tflops", p.nvfp4_tflops}})
+    if (v < 0)
+      out.push_back({where + "/" + f, "must be >= 0", "0 means the part has no such format"});
   pos("sm_count", p.sm_count);
   pos("gemm_tile_m", p.gemm_tile_m);
   pos("gemm_tile_n", p.gemm_tile_n);
   frac("gemm_efficiency", p.gemm_efficiency);
   if (p.fp8_tflops > 0) frac("fp8_gemm_efficiency", p.fp8_gemm_efficiency);
+  if (p.mxfp8_tflops > 0) frac("mxfp8_gemm_efficiency", p.mxfp8_gemm_efficiency);
+  if (p.nvfp4_tflops > 0) frac("nvfp4_gemm_efficiency", p.nvfp4_gemm_efficiency);
   frac("attention_fwd_efficiency", p.attention_fwd_efficiency);
   frac("attention_bwd_efficiency", p.attention_bwd_efficiency);
   for (auto [f, v] : {std::pair{"fa2_attention_fwd_efficiency", p.fa2_attention_fwd_efficiency},
@@ -60,6 +65,10 @@ const char* to_string(Precision p) {
       return "fp8";
     case Precision::kFp32:
       return "fp32";
+    case Precision::kMxfp8:
+      return "mxfp8";
+    case Precision::kNvfp4:
+      return "nvfp4";
   }
   return "?";
 }

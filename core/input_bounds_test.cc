@@ -138,7 +138,7 @@ TEST(InputBounds, RecordStackAndSweepAreReadAndTheStackChoosesTheKernels) {
   ASSERT_TRUE(r->pipeline_split.has_value());
   EXPECT_EQ(r->pipeline_split->first_stage_layers, 3);
   // Not sharded with FSDP, but the stack says TorchTitan: PyTorch's kernels, no dropout.
-  EXPECT_STREQ(record_stack(r.value()).framework, "torchtitan");
+  EXPECT_EQ(record_stack(r.value()).framework, "torchtitan");
   EXPECT_EQ(to_plan(r.value()).attention, AttentionImpl::kFlash2);
   EXPECT_EQ(to_model(r.value()).dropout, 0.0);
   // Megatron-LM with FSDP sharding still runs Megatron's kernels.
@@ -146,7 +146,7 @@ TEST(InputBounds, RecordStackAndSweepAreReadAndTheStackChoosesTheKernels) {
   j["parallel"] = {{"fsdp", true}};
   auto m = measured_run_from_json(j, "v.jsonl:1:");
   ASSERT_TRUE(m.ok()) << m.error_text();
-  EXPECT_STREQ(record_stack(m.value()).framework, "megatron-lm");
+  EXPECT_EQ(record_stack(m.value()).framework, "megatron-lm");
   EXPECT_EQ(to_plan(m.value()).attention, AttentionImpl::kFlash);
   EXPECT_EQ(to_model(m.value()).dropout, 0.1);
   // Frameworks beyond Megatron and PyTorch's own: their own kernels, not the sharding's guess.
@@ -157,6 +157,18 @@ TEST(InputBounds, RecordStackAndSweepAreReadAndTheStackChoosesTheKernels) {
   EXPECT_FALSE(to_plan(x.value()).eager);
   EXPECT_FALSE(to_plan(x.value()).pp_scatter_gather);
   EXPECT_EQ(to_model(x.value()).dropout, 0.0);
+  // What the record says of its kernels overrides the framework's defaults.
+  j["stack"] = {{"framework", "torchtitan"}, {"attention", "unfused"}, {"compiled", true}};
+  auto k = measured_run_from_json(j, "v.jsonl:1:");
+  ASSERT_TRUE(k.ok()) << k.error_text();
+  EXPECT_EQ(to_plan(k.value()).attention, AttentionImpl::kUnfused);
+  EXPECT_FALSE(to_plan(k.value()).eager);
+  j["stack"] = {{"framework", "other"}, {"attention", "flash1"}};
+  auto f1 = measured_run_from_json(j, "v.jsonl:1:");
+  ASSERT_TRUE(f1.ok()) << f1.error_text();
+  EXPECT_EQ(to_plan(f1.value()).attention, AttentionImpl::kFlash1);
+  j["stack"] = {{"framework", "other"}, {"attention", "flash7"}};
+  EXPECT_TRUE(mentions(measured_run_from_json(j, "v.jsonl:1:"), "v.jsonl:1:/stack/attention"));
   j["stack"] = {{"framework", "jax"}};
   auto bad = measured_run_from_json(j, "v.jsonl:1:");
   EXPECT_TRUE(mentions(bad, "v.jsonl:1:/stack/framework")) << bad.error_text();

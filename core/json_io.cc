@@ -30,6 +30,8 @@ std::optional<Precision> parse_precision(const std::string& s) {
   if (s == "bf16" || s == "fp16") return Precision::kBf16;  // same tensor-core rate
   if (s == "fp8") return Precision::kFp8;
   if (s == "fp32") return Precision::kFp32;
+  if (s == "mxfp8") return Precision::kMxfp8;
+  if (s == "nvfp4") return Precision::kNvfp4;
   return std::nullopt;
 }
 
@@ -55,6 +57,7 @@ std::optional<CpComm> parse_cp_comm(const std::string& s) {
 std::optional<AttentionImpl> parse_attention(const std::string& s) {
   if (s == "flash") return AttentionImpl::kFlash;
   if (s == "flash2") return AttentionImpl::kFlash2;
+  if (s == "flash1") return AttentionImpl::kFlash1;
   if (s == "unfused") return AttentionImpl::kUnfused;
   return std::nullopt;
 }
@@ -168,8 +171,12 @@ constexpr NumField kNumFields[] = {
     {"bf16_tflops", &HwProfile::bf16_tflops, true},
     {"fp8_tflops", &HwProfile::fp8_tflops, false},
     {"fp32_tflops", &HwProfile::fp32_tflops, false},
+    {"mxfp8_tflops", &HwProfile::mxfp8_tflops, false},
+    {"nvfp4_tflops", &HwProfile::nvfp4_tflops, false},
     {"gemm_efficiency", &HwProfile::gemm_efficiency, true},
     {"fp8_gemm_efficiency", &HwProfile::fp8_gemm_efficiency, false},
+    {"mxfp8_gemm_efficiency", &HwProfile::mxfp8_gemm_efficiency, false},
+    {"nvfp4_gemm_efficiency", &HwProfile::nvfp4_gemm_efficiency, false},
     {"attention_fwd_efficiency", &HwProfile::attention_fwd_efficiency, true},
     {"attention_bwd_efficiency", &HwProfile::attention_bwd_efficiency, true},
     {"fa2_attention_fwd_efficiency", &HwProfile::fa2_attention_fwd_efficiency, false},
@@ -221,7 +228,7 @@ void read_tables(const Json& t, const std::string& where, HwProfile* p, Diagnost
                    s.number("tflops")};
       x.spread = s.number("spread", 0.0);
       assign_enum(s.string("precision", "bf16"), s.path("precision"), "precision", parse_precision,
-                  &x.precision, "bf16, fp8", d);
+                  &x.precision, kPrecisionNames, d);
       p->gemm_samples.push_back(x);
     }
   }
@@ -496,8 +503,8 @@ Result<Scenario> scenario_from_json(const Json& j, const std::string& where,
   p.seq_len = f.integer("seq_len", p.seq_len);
   read_enum(f, "recompute", parse_recompute, &p.recompute, "none, selective, selective-op, full",
             &d);
-  read_enum(f, "precision", parse_precision, &p.precision, "bf16, fp8", &d);
-  read_enum(f, "attention", parse_attention, &p.attention, "flash, flash2, unfused", &d);
+  read_enum(f, "precision", parse_precision, &p.precision, kPrecisionNames, &d);
+  read_enum(f, "attention", parse_attention, &p.attention, "flash, flash2, flash1, unfused", &d);
   p.eager = f.boolean("eager", p.eager);
   p.moe_imbalance = f.number("moe_imbalance", p.moe_imbalance);
   detail::read_moe_plan(f, where, &d, &p);

@@ -30,6 +30,9 @@ LinkClass read_link(JsonFields& row, Diagnostics* d);
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<ScheduleKind> parse_schedule(const std::string& s);
 std::optional<Precision> parse_precision(const std::string& s);
+/// The names parse_precision takes for a plan (fp16 runs at bf16's rate; fp32 only with a
+/// measured CPU profile), for "valid:" hints.
+inline constexpr const char* kPrecisionNames = "bf16, fp16, fp8, mxfp8, nvfp4";
 std::optional<CollectiveOp> parse_collective(const std::string& s);
 std::optional<FfnAct> parse_ffn_act(const std::string& s);
 std::optional<CpComm> parse_cp_comm(const std::string& s);

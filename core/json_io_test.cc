@@ -244,6 +244,33 @@ TEST(JsonIoProfile, EveryBuiltinProfileLoads) {
   }
 }
 
+// Training holds a part at its power cap: every compute efficiency says whether it is the rate
+// sustained there (a power-capped measurement, or a burst one scaled by a clock or sustained-
+// over-burst ratio measured under load) or a burst figure kept for want of one
+// (hw_profiles/README.md).
+TEST(JsonIoProfile, EveryComputeEfficiencySaysSustainedOrBurst) {
+  auto profiles = builtin_profiles();
+  ASSERT_TRUE(profiles.ok()) << profiles.error_text();
+  for (const auto& p : profiles.value()) {
+    for (const auto& [field, v] :
+         {std::pair{"gemm_efficiency", p.gemm_efficiency},
+          {"fp8_gemm_efficiency", p.fp8_gemm_efficiency},
+          {"mxfp8_gemm_efficiency", p.mxfp8_gemm_efficiency},
+          {"nvfp4_gemm_efficiency", p.nvfp4_gemm_efficiency},
+          {"attention_fwd_efficiency", p.attention_fwd_efficiency},
+          {"attention_bwd_efficiency", p.attention_bwd_efficiency},
+          {"fa2_attention_fwd_efficiency", p.fa2_attention_fwd_efficiency},
+          {"fa2_attention_bwd_efficiency", p.fa2_attention_bwd_efficiency}}) {
+      if (v <= 0) continue;
+      const auto it = p.sources.find(field);
+      ASSERT_NE(it, p.sources.end()) << p.name << "/" << field;
+      const bool labelled = it->second.find("sustained") != std::string::npos ||
+                            it->second.find("burst") != std::string::npos;
+      EXPECT_TRUE(labelled) << p.name << "/" << field << ": " << it->second;
+    }
+  }
+}
+
 TEST(JsonIoProfile, EveryBuiltinProfileRoundTripsUnchanged) {
   auto profiles = builtin_profiles();
   ASSERT_TRUE(profiles.ok()) << profiles.error_text();
@@ -417,7 +444,16 @@ TEST(JsonIoScenario, UnknownNamesAreAllReportedWithTheValidList) {
   EXPECT_TRUE(mentions(d, "'partial'")) << text(d);
   EXPECT_TRUE(mentions(d, "none, selective, selective-op, full")) << text(d);
   EXPECT_TRUE(mentions(d, "s.json:/precision: unknown precision 'fp4'")) << text(d);
-  EXPECT_TRUE(mentions(d, "bf16, fp8")) << text(d);
+  EXPECT_TRUE(mentions(d, "bf16, fp16, fp8, mxfp8, nvfp4")) << text(d);
+}
+
+TEST(JsonIoScenario, BlockScaledPrecisionsParseAndPrint) {
+  for (const char* name : {"mxfp8", "nvfp4"}) {
+    auto s = scenario_from_json(Json{{"precision", name}}, "s.json:", ParallelPlan{});
+    ASSERT_TRUE(s.ok()) << name << ": " << s.error_text();
+    EXPECT_STREQ(to_string(s->plan.precision), name);
+    EXPECT_TRUE(is_block_scaled(s->plan.precision)) << name;
+  }
 }
 
 TEST(JsonIoScenario, WrongTypesCarryTheirPath) {

@@ -30,8 +30,17 @@ std::optional<double> opt_num(JsonFields& f, const char* key) {
 
 RecordStack read_stack(const Json& j, const std::string& where, Diagnostics* d) {
   JsonFields f(j, where, d);
-  f.reject_unknown({"framework", "version", "kernels", "notes"});
+  f.reject_unknown({"framework", "version", "kernels", "notes", "attention", "compiled"});
   RecordStack s;
+  if (f.has("attention")) {
+    const std::string a = f.string("attention");
+    if (auto k = parse_attention(a))
+      s.attention = *k;
+    else
+      d->push_back({f.path("attention"), "unknown attention kernel '" + text_excerpt(a, 40) + "'",
+                    "valid: flash, flash2, flash1, unfused"});
+  }
+  if (f.has("compiled")) s.compiled = f.boolean("compiled");
   s.framework = f.string("framework", "");
   s.version = f.string("version", "");
   s.kernels = f.string("kernels", "");
@@ -130,8 +139,8 @@ Result<MeasuredRun> measured_run_from_json(const Json& j, const std::string& whe
   if (auto k = parse_precision(prec))
     r.precision = *k;
   else
-    d.push_back(
-        {f.path("precision"), "unknown precision '" + prec + "'", "valid: bf16, fp16, fp8"});
+    d.push_back({f.path("precision"), "unknown precision '" + prec + "'",
+                 std::string("valid: ") + kPrecisionNames});
   if (const Json* m = f.object("measured")) {
     JsonFields mf(*m, where + "/measured", &d);
     mf.reject_unknown({"tflops_per_gpu", "flops_basis", "mfu", "tokens_per_s_per_gpu",
@@ -225,17 +234,16 @@ ParallelPlan to_plan(const MeasuredRun& r) {
   p.zero_stage = r.distributed_optimizer.value_or(false) ? 1 : 0;
   p.precision = r.precision;
   const StackKernels& stack = record_stack(r);
-  p.attention = stack.attention;
+  p = apply_stack(stack, p);
+  // What the record says of its kernels overrides the framework's defaults.
+  if (r.stack.attention) p.attention = *r.stack.attention;
+  if (r.stack.compiled) p.eager = !*r.stack.compiled;
   // FlashAttention (Dao et al., arXiv 2205.14135, May 2022) was the first fused attention kernel
   // frameworks adopted; a run published before it computed the s x s scores.
   constexpr double kFlashAttentionArxiv = 2205.14135;
-  if (const auto a = arxiv_number(r.source_url); a && *a < kFlashAttentionArxiv)
+  if (const auto a = arxiv_number(r.source_url);
+      !r.stack.attention && a && *a < kFlashAttentionArxiv)
     p.attention = AttentionImpl::kUnfused;
-  p.pp_scatter_gather = stack.pp_scatter_gather;
-  if (stack.selective_per_op && p.recompute == Recompute::kSelective)
-    p.recompute = Recompute::kSelectiveOp;
-  p.eager = stack.eager_unless_fp8 && p.precision != Precision::kFp8;
-  p.cp_comm = stack.cp_comm;
   const int64_t stages = static_cast<int64_t>(p.pp) * p.vpp;
   if (stack.microbatch_per_stage && !r.micro_batch && p.pp > 1 && p.dp > 0 &&
       r.global_batch % p.dp == 0 && (r.global_batch / p.dp) % stages == 0)

@@ -21,6 +21,12 @@ struct RecordStack {
   /// picotron, colossalai or other; empty when the record does not say.
   std::string framework;
   std::string version, kernels, notes;
+  /// The attention kernel, where the source says which (SCHEMA.md "stack.attention"); the
+  /// framework's default otherwise.
+  std::optional<AttentionImpl> attention;
+  /// Whether elementwise ops ran compiled or fused (torch.compile, fused kernels) rather than
+  /// eager, where the source says; the framework's default otherwise.
+  std::optional<bool> compiled;
 };
 
 /// How a record's pipeline stages were split when the source says it (SCHEMA.md).
@@ -71,7 +77,9 @@ inline constexpr const char* kFillRule =
     "distributed_optimizer=false; fsdp=false; attention FLOPs counted 'full' when the record does "
     "not say; overlap of gradient reduction and parameter gathering on, TP overlap off; "
     "dropout (attention and hidden) as the stack's default (Megatron's 0.1, none elsewhere). "
-    "Software stack: the kernels of the framework the record names (core/software_stack.cc: "
+    "Software stack: the attention kernel and compiled or eager ops the record's stack names "
+    "(stack.attention, stack.compiled), else the kernels of the framework the record names "
+    "(core/software_stack.cc: "
     "Megatron-LM, NeMo and Megatron-DeepSpeed run Transformer Engine's fused attention at the "
     "part's best kernel, fused norms, 'selective' as the attention core recomputed and, without "
     "SP, pipeline sends split over the TP ranks and all-gathered on arrival; TorchTitan and "

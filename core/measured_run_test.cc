@@ -325,6 +325,20 @@ TEST(MeasuredRun, UnknownNamesListTheValidOnes) {
       << r.error_text();
 }
 
+TEST(MeasuredRun, BlockScaledRecordsParseAndUnknownOnesListThem) {
+  Json j = Record();
+  j["precision"] = "nvfp4";
+  EXPECT_EQ(Parse(j).precision, Precision::kNvfp4);
+  j["precision"] = "mxfp8";
+  EXPECT_EQ(Parse(j).precision, Precision::kMxfp8);
+  j["precision"] = "mxfp4";
+  auto r = measured_run_from_json(j, "runs.jsonl:7:");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(mentions(r.errors(), "runs.jsonl:7:/precision: unknown precision 'mxfp4'"))
+      << r.error_text();
+  EXPECT_TRUE(mentions(r.errors(), "valid: bf16, fp16, fp8, mxfp8, nvfp4")) << r.error_text();
+}
+
 TEST(MeasuredRun, UnknownFlopConventionsAreRejected) {
   // A misspelt basis must not silently compare hardware FLOP/s as model FLOP/s.
   Json j = Record();

@@ -266,6 +266,13 @@ Diagnostics validate_plan(const ModelSpec& m, const Cluster& c, const ParallelPl
     add("zero", "zero=" + std::to_string(p.zero_stage) + " must be 0, 1, 2 or 3", "");
   if (p.precision == Precision::kFp8 && c.hw.fp8_tflops <= 0)
     add("precision", "fp8 is not supported by " + c.hw.name, "use bf16");
+  if (is_block_scaled(p.precision) && !c.hw.supports(p.precision))
+    add("precision",
+        std::string(to_string(p.precision)) + " is not supported by " + c.hw.name +
+            ": its tensor cores have no block-scaled " + to_string(p.precision) +
+            " GEMM (the profile gives no " + to_string(p.precision) + "_tflops)",
+        "use fp8 or bf16 on this part; MXFP8 and NVFP4 need Blackwell (b200, b300, gb200, "
+        "gb300)");
   if (p.precision == Precision::kFp32 && c.hw.fp32_tflops <= 0)
     add("precision", "fp32 needs an fp32 peak, and " + c.hw.name + " gives none",
         "a profile measured by `parallax calibrate` (CPU ranks train in fp32), or bf16");
@@ -296,6 +303,8 @@ const char* to_string(AttentionImpl a) {
       return "flash2";
     case AttentionImpl::kUnfused:
       return "unfused";
+    case AttentionImpl::kFlash1:
+      return "flash1";
   }
   return "?";
 }

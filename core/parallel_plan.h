@@ -40,8 +40,9 @@ enum class CpComm { kRing, kAllGather };
 /// PyTorch's scaled_dot_product_attention runs on Hopper (no WGMMA/TMA, so slower there, the
 /// same kernel as `flash` on Ampere), called as TorchTitan calls it, with K and V repeated to the
 /// query heads first; or the unfused path of older stacks (batched QK^T GEMM,
-/// softmax over the materialised s x s scores, batched PV GEMM).
-enum class AttentionImpl { kFlash, kFlash2, kUnfused };
+/// softmax over the materialised s x s scores, batched PV GEMM); or FlashAttention-1 (the
+/// fused kernel of 2022-mid 2023 stacks), at half FlashAttention-2's rate.
+enum class AttentionImpl { kFlash, kFlash2, kUnfused, kFlash1 };
 
 struct ParallelPlan {
   int tp = 1, pp = 1, dp = 1, cp = 1;

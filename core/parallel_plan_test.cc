@@ -223,6 +223,21 @@ TEST_F(ParallelPlanTest, Fp8OnAPartWithoutFp8) {
   EXPECT_TRUE(validate_plan(llama70b_, h100x64_, p).empty());
 }
 
+TEST_F(ParallelPlanTest, BlockScaledRecipesNeedBlackwell) {
+  ParallelPlan p = Tp8Dp8();
+  for (Precision prec : {Precision::kMxfp8, Precision::kNvfp4}) {
+    p.precision = prec;
+    const Diagnostics d = validate_plan(llama70b_, h100x64_, p);
+    ASSERT_EQ(d.size(), 1u) << text(d);
+    const std::string name = to_string(prec);
+    EXPECT_TRUE(mentions(d, "--precision: " + name + " is not supported by h100-sxm-80gb"))
+        << text(d);
+    EXPECT_TRUE(mentions(d, "no block-scaled " + name + " GEMM")) << text(d);
+    EXPECT_TRUE(validate_plan(llama70b_, MakeCluster("b200-sxm-180gb", 64), p).empty())
+        << name << ": " << text(validate_plan(llama70b_, MakeCluster("b200-sxm-180gb", 64), p));
+  }
+}
+
 TEST_F(ParallelPlanTest, Fp32PlansNeedAnFp32Peak) {
   ParallelPlan p = Tp8Dp8();
   p.precision = Precision::kFp32;

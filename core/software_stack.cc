@@ -1,76 +1,94 @@
 #include "core/software_stack.h"
 
-#include <array>
+#include "core/builtin_profiles.h"
 
 namespace parallax {
-namespace {
 
-constexpr StackKernels kMegatron{
-    "megatron-lm",
-    AttentionImpl::kFlash,
-    false,
-    true,
-    false,
-    CpComm::kRing,
-    false,
-    0.1,
-    "Megatron-LM with Transformer Engine: TE's fused attention (cuDNN / FlashAttention-3 on "
-    "Hopper) and fused norms; --recompute-granularity selective recomputes the attention core; "
-    "--scatter-gather-tensors-in-pipeline on by default; context parallelism as TE's P2P ring"};
+Result<StackKernels> stack_from_json(const Json& j, const std::string& where) {
+  Diagnostics d;
+  JsonFields f(j, where, &d);
+  f.reject_unknown({"name", "framework", "description", "attention", "eager", "fp8_compiled",
+                    "selective_recompute", "pp_scatter_gather", "cp_comm", "microbatch_per_stage",
+                    "dropout", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm",
+                    "launch_target"});
+  StackKernels s;
+  s.framework = f.name("framework");
+  s.description = f.string("description", "");
+  const std::string attention = f.string("attention");
+  if (auto a = parse_attention(attention))
+    s.attention = *a;
+  else if (d.empty())
+    d.push_back({f.path("attention"), "unknown attention kernel '" + attention + "'",
+                 "valid: flash, flash2, flash1, unfused"});
+  s.eager = f.boolean("eager");
+  s.fp8_compiled = f.boolean("fp8_compiled");
+  const std::string selective = f.string("selective_recompute");
+  if (selective != "attention-core" && selective != "per-op" && d.empty())
+    d.push_back({f.path("selective_recompute"), "unknown mode '" + selective + "'",
+                 "valid: attention-core, per-op"});
+  s.selective_per_op = selective == "per-op";
+  s.pp_scatter_gather = f.boolean("pp_scatter_gather");
+  const std::string cp = f.string("cp_comm");
+  if (auto c = parse_cp_comm(cp))
+    s.cp_comm = *c;
+  else if (d.empty())
+    d.push_back({f.path("cp_comm"), "unknown exchange '" + cp + "'", "valid: ring, allgather"});
+  s.microbatch_per_stage = f.boolean("microbatch_per_stage");
+  s.default_dropout = f.number_in("dropout", 0, 1, "a dropout probability");
+  s.overlap_grad_reduce = f.boolean("overlap_grad_reduce");
+  s.overlap_param_gather = f.boolean("overlap_param_gather");
+  s.overlap_tp_comm = f.boolean("overlap_tp_comm");
+  s.launch_target = f.string("launch_target", "");
+  if (!d.empty()) return d;
+  return s;
+}
 
-constexpr StackKernels kTorchTitan{
-    "torchtitan",
-    AttentionImpl::kFlash2,
-    true,
-    false,
-    true,
-    CpComm::kAllGather,
-    true,
-    0.0,
-    "TorchTitan: SDPA (FlashAttention-2 kernel), torch.compile off unless asked (eager), "
-    "activation_checkpoint.mode selective as per-op SAC, context_parallel_rotate_method "
-    "'allgather' by default, pipeline microbatches = local batch / stages by default"};
-
-/// Every framework a record may name but `other`.
-constexpr std::array kStacks = {
-    kMegatron,
-    StackKernels{"nemo", AttentionImpl::kFlash, false, true, false, CpComm::kRing, false, 0.1,
-                 "NeMo trains through Megatron-Core with Transformer Engine: Megatron-LM's stack"},
-    StackKernels{"megatron-deepspeed", AttentionImpl::kFlash, false, true, false, CpComm::kRing,
-                 false, 0.1,
-                 "Megatron-DeepSpeed keeps Megatron-LM's model code and pipeline sends"},
-    kTorchTitan,
-    StackKernels{"fsdp", AttentionImpl::kFlash2, true, false, true, CpComm::kAllGather, true, 0.0,
-                 "plain PyTorch FSDP training loops: SDPA, eager PyTorch ops, PyTorch's "
-                 "checkpointing, as TorchTitan"},
-    StackKernels{"deepspeed", AttentionImpl::kFlash2, true, false, true, CpComm::kAllGather, false,
-                 0.0,
-                 "DeepSpeed runs the model's own PyTorch code (Hugging Face models: SDPA or "
-                 "flash-attn 2, eager elementwise ops); its pipeline engine sends whole tensors"},
-    StackKernels{"nanotron", AttentionImpl::kFlash2, false, false, true, CpComm::kRing, false, 0.0,
-                 "nanotron: flash-attn 2 kernels (flash_attn_varlen_func), fused RMSNorm and "
-                 "rotary from flash-attn's Triton/CUDA ops; its pipeline engine sends whole "
-                 "tensors"},
-    StackKernels{"picotron", AttentionImpl::kFlash2, true, false, true, CpComm::kRing, false, 0.0,
-                 "picotron: flash-attn 2 attention around plain PyTorch modules (eager)"},
-    StackKernels{"colossalai", AttentionImpl::kFlash2, false, false, true, CpComm::kRing, false,
-                 0.0, "Colossal-AI: flash-attn 2 and its own fused kernels (fused norms, rotary)"},
-    StackKernels{"maxtext", AttentionImpl::kFlash, false, false, true, CpComm::kAllGather, false,
-                 0.0,
-                 "MaxText on GPU: cuDNN flash attention through Transformer Engine's JAX "
-                 "bindings, elementwise ops fused by XLA, remat policies per op, context "
-                 "parallelism by all-gathering K and V"},
-};
-
-}  // namespace
+const std::vector<StackKernels>& builtin_stacks() {
+  static const std::vector<StackKernels> stacks = [] {
+    std::vector<StackKernels> out;
+    for (const auto& [stem, text] : builtin_stack_texts()) {
+      const std::string file = "stacks/" + stem + ".json";
+      auto j = parse_json(text, file);
+      PX_CHECK(j.ok(), "built-in stack profile: " + j.error_text());
+      auto s = stack_from_json(j.value(), file + ":");
+      PX_CHECK(s.ok(), "built-in stack profile: " + s.error_text());
+      PX_CHECK(s->framework == stem, file + ": framework must be the file's name");
+      out.push_back(std::move(s).value());
+    }
+    return out;
+  }();
+  return stacks;
+}
 
 const StackKernels* find_stack_kernels(const std::string& framework) {
-  for (const auto& s : kStacks)
-    if (framework == s.framework) return &s;
+  for (const auto& s : builtin_stacks())
+    if (s.framework == framework) return &s;
   return nullptr;
 }
 
-const StackKernels& pytorch_fsdp_stack() { return kTorchTitan; }
-const StackKernels& megatron_stack() { return kMegatron; }
+const StackKernels& pytorch_fsdp_stack() {
+  const StackKernels* s = find_stack_kernels("torchtitan");
+  PX_CHECK(s != nullptr, "stacks/torchtitan.json is built in");
+  return *s;
+}
+
+const StackKernels& megatron_stack() {
+  const StackKernels* s = find_stack_kernels("megatron-lm");
+  PX_CHECK(s != nullptr, "stacks/megatron-lm.json is built in");
+  return *s;
+}
+
+ParallelPlan apply_stack(const StackKernels& s, ParallelPlan p) {
+  p.attention = s.attention;
+  p.eager = s.eager && !(s.fp8_compiled && p.precision == Precision::kFp8);
+  p.cp_comm = s.cp_comm;
+  p.pp_scatter_gather = s.pp_scatter_gather;
+  if (s.selective_per_op && p.recompute == Recompute::kSelective)
+    p.recompute = Recompute::kSelectiveOp;
+  p.overlap_grad_reduce = s.overlap_grad_reduce;
+  p.overlap_param_gather = s.overlap_param_gather;
+  p.overlap_tp_comm = s.overlap_tp_comm;
+  return p;
+}
 
 }  // namespace parallax

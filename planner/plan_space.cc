@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "core/software_stack.h"
+
 namespace parallax {
 namespace {
 
@@ -335,11 +337,18 @@ const std::vector<LaunchTarget>& training_frameworks() {
 }
 
 ParallelPlan framework_stack(LaunchTarget f, const PlanConstraints& c, ParallelPlan p) {
-  // Megatron-LM (and torchrun and Slurm, which launch it) runs the settings as they are: fused
-  // attention at the part's best kernel, Transformer Engine's fused elementwise ops.
+  // The framework's kernels from its stack profile (stacks/*.json): Megatron-LM (and torchrun
+  // and Slurm, which launch it) runs Transformer Engine's fused attention at the part's best
+  // kernel and fused elementwise ops; TorchTitan and DeepSpeed's Hugging Face models attend
+  // through SDPA (FlashAttention-2), DeepSpeed in eager PyTorch. A run pinned to the unfused
+  // path stays unfused.
   if (f == LaunchTarget::kTorchTitan || f == LaunchTarget::kDeepSpeed) {
-    if (p.attention == AttentionImpl::kFlash) p.attention = AttentionImpl::kFlash2;
-    p.eager = f == LaunchTarget::kDeepSpeed;
+    const StackKernels* stack =
+        find_stack_kernels(f == LaunchTarget::kTorchTitan ? "torchtitan" : "deepspeed");
+    PX_CHECK(stack != nullptr, "the built-in stacks hold torchtitan and deepspeed");
+    if (p.attention == AttentionImpl::kFlash) p.attention = stack->attention;
+    // The TorchTitan config parallax emits turns torch.compile on ([compile] enable = true).
+    p.eager = f == LaunchTarget::kTorchTitan ? false : stack->eager;
   }
   // TorchTitan main runs FlexAttention's FLASH backend (flex_flash): the part's fused kernel.
   if (f == LaunchTarget::kTorchTitanMain) p.eager = false;

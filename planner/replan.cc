@@ -47,12 +47,9 @@ void pin_known(const MeasuredRun& r, const ParallelPlan& filled, PlanConstraints
 }  // namespace
 
 std::optional<LaunchTarget> record_framework(const MeasuredRun& r) {
-  const std::string f = record_stack(r).framework;
-  if (f == "megatron-lm" || f == "nemo" || f == "megatron-deepspeed")
-    return LaunchTarget::kMegatron;
-  if (f == "torchtitan" || f == "fsdp") return LaunchTarget::kTorchTitan;
-  if (f == "deepspeed") return LaunchTarget::kDeepSpeed;
-  return std::nullopt;
+  const std::string& target = record_stack(r).launch_target;
+  if (target.empty()) return std::nullopt;
+  return parse_launch_target(target);
 }
 
 Result<ParallelPlan> complete_layout(const MeasuredRun& r, const HwProfile& hw,
@@ -68,7 +65,7 @@ Result<ParallelPlan> complete_layout(const MeasuredRun& r, const HwProfile& hw,
     Diagnostics d;
     for (const auto& e : found.errors())
       d.push_back({where + "/parallel",
-                   "no layout of " + std::string(record_stack(r).framework) +
+                   "no layout of " + record_stack(r).framework +
                        " completes the record's unknown degrees: " + e.what,
                    e.hint});
     return d;

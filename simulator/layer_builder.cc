@@ -29,18 +29,23 @@ void LayerBuilder::gemm(const char* name, double m, double k, double n, double b
   GemmShape dgrad{ll(m), ll(k), ll(n), ll(batch)};
   GemmShape wgrad{ll(k), ll(n), ll(m), ll(batch)};
   const bool linear = kind == GemmKind::kLinear || kind == GemmKind::kExperts;
-  const bool fp8 = linear && p_.precision == Precision::kFp8;
-  const Precision prec = fp8                                ? Precision::kFp8
+  const bool quantized = linear && (linear_ == Precision::kFp8 || is_block_scaled(linear_));
+  const Precision prec = quantized                          ? linear_
                          : p_.precision == Precision::kFp32 ? Precision::kFp32
                                                             : Precision::kBf16;
   auto price = [&](const GemmShape& s) {
     return kind == GemmKind::kExperts ? compute_.grouped_gemm(s, prec) : compute_.gemm(s, prec);
   };
   KernelTime f = price(fwd), dg = price(dgrad), wg = price(wgrad);
-  if (fp8) {
-    f.time_s += compute_.fp8_casts(fwd, GemmPass::kForward, microbatches_).time_s;
-    dg.time_s += compute_.fp8_casts(fwd, GemmPass::kDataGradient, microbatches_).time_s;
-    wg.time_s += compute_.fp8_casts(fwd, GemmPass::kWeightGradient, microbatches_).time_s;
+  if (quantized) {
+    auto casts = [&](GemmPass pass) {
+      return prec == Precision::kFp8
+                 ? compute_.fp8_casts(fwd, pass, microbatches_).time_s
+                 : compute_.block_scaled_casts(fwd, pass, microbatches_, prec).time_s;
+    };
+    f.time_s += casts(GemmPass::kForward);
+    dg.time_s += casts(GemmPass::kDataGradient);
+    wg.time_s += casts(GemmPass::kWeightGradient);
   }
   fwd_.push_back(compute_op(name, f));
   bwd_in_.push_back(compute_op(std::string(name) + ".dgrad", dg));
@@ -134,14 +139,13 @@ void LayerBuilder::attention() {
   const int64_t sq = p_.seq_len / p_.cp, skv = p_.seq_len;
   const size_t fwd_before = fwd_.size(), bwd_before = bwd_in_.size();
   if (p_.attention != AttentionImpl::kUnfused) {
-    const bool fa2 = p_.attention == AttentionImpl::kFlash2;
     // Load-balanced context parallelism: of a rank's cp calls of equal work, the one on its own
     // chunks is masked, the others (against earlier chunks) are not.
     const double masked = 1.0 / p_.cp;
     const KernelTime f = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, false,
-                                            attention_precision(), fa2, masked);
+                                            attention_precision(), p_.attention, masked);
     const KernelTime b = compute_.attention(ll(bh), sq, skv, ll(d_.d_qk), ll(d_.d_v), true, true,
-                                            attention_precision(), fa2, masked);
+                                            attention_precision(), p_.attention, masked);
     fwd_.push_back(compute_op("attention", f));
     bwd_in_.push_back(compute_op("attention.bwd", b));
   } else {

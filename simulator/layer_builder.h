@@ -64,17 +64,23 @@ class LayerBuilder {
         fsdp_shape_(ranks.shape(GroupKind::kDpCp)),
         d_(rank_dims(m, p)),
         act_(act_bytes(p)),
-        microbatches_(std::max<int64_t>(1, p.num_microbatches())) {}
+        microbatches_(std::max<int64_t>(1, p.num_microbatches())),
+        linear_(p.precision) {}
 
   const Dims& dims() const { return d_; }
 
   // --- primitives -------------------------------------------------------------------------------
   /// A GEMM [m x k] x [k x n]; in backward, the data-gradient and weight-gradient GEMMs (the
-  /// latter is W in zero-bubble schedules). `kind`: a linear layer (fp8 when the plan is), a
-  /// bf16-only linear layer (logits, router: fp8 recipes keep them in bf16), attention's batched
-  /// GEMMs (bf16, and both backward GEMMs are input gradients), or the routed experts' linear
-  /// layers, `batch` of them run as a grouped GEMM (ComputeCost::grouped_gemm).
+  /// latter is W in zero-bubble schedules). `kind`: a linear layer (in the layer's recipe: fp8,
+  /// MXFP8 or NVFP4 when the plan is, see set_layer_precision), a bf16-only linear layer (logits,
+  /// router: the recipes keep them in bf16), attention's batched GEMMs (bf16, and both backward
+  /// GEMMs are input gradients), or the routed experts' linear layers, `batch` of them run as a
+  /// grouped GEMM (ComputeCost::grouped_gemm) in the layer's recipe.
   enum class GemmKind { kLinear, kLinearBf16, kAttention, kExperts };
+
+  /// The precision of the linear layers lowered next: the plan's, or bf16 for a layer its
+  /// recipe keeps in higher precision (recipe_keeps_layer_in_bf16).
+  void set_layer_precision(Precision p) { linear_ = p; }
 
   void gemm(const char* name, double m, double k, double n, double batch = 1,
             GemmKind kind = GemmKind::kLinear);
@@ -229,6 +235,7 @@ class LayerBuilder {
   double regather_s_ = 0;
   double last_gemm_fwd_s_ = 0, last_gemm_bwd_s_ = 0, last_gemm_wgrad_s_ = 0;
   int64_t microbatches_ = 1;  ///< microbatches that reuse one fp8 weight cast
+  Precision linear_;          ///< the current layer's linear-layer precision
   double fsdp_fwd_comm_ = 0, fsdp_bwd_comm_ = 0;
 };
 

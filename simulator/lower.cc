@@ -54,6 +54,16 @@ using lowering::kFp32;
 using lowering::LayerBuilder;
 using lowering::rank_dims;
 
+/// Bytes per element a linear layer keeps of its input for the weight gradient: the activation
+/// element (act_bytes), or in a block-scaled recipe the column-wise quantized copy alone
+/// (Transformer Engine's Linear: "Discard row-wise data since it is not needed in backward
+/// pass", transformer_engine/pytorch/module/linear.py).
+double gemm_input_bytes(const ModelSpec& m, const ParallelPlan& p, int layer) {
+  if (is_block_scaled(p.precision) && !recipe_keeps_layer_in_bf16(p.precision, layer, m.layers))
+    return operand_bytes(p.precision);
+  return act_bytes(p);
+}
+
 /// One linear layer of a transformer layer as PyTorch runs it (one matmul), in forward order: the
 /// lowered GEMM op it belongs to (q, k and v share qkv_proj; gate and up share mlp_gate_up), and
 /// its rows, input and output features on one rank.
@@ -183,13 +193,18 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   // (the out-projection input), and the softmax statistics (flash: fp32 per head and token) or
   // the s x s probabilities (unfused: bf16, Korthikanti's 2as/h term; with dropout also its
   // 1-byte mask and the dropped-out probabilities, 5as/h in all). Dropout adds a 1-byte mask
-  // after each block (bias-dropout-add), sharded like the residual.
+  // after each block (bias-dropout-add), sharded like the residual. In a block-scaled recipe
+  // the linear layers keep their inputs as quantized copies (gemm_input_bytes): the norm
+  // outputs and MLP down-projection inputs take them instead of bf16, and the out-projection
+  // keeps one beside the bf16 attention output the attention backward reads.
   const bool selective = p.recompute == Recompute::kSelective;
   const double drop = m.dropout > 0 ? 1.0 : 0.0;
+  const double gin = gemm_input_bytes(m, p, layer);
+  const double out_copy = gin != act_bytes(p) ? gin : 0.0;
   // The attention output is the out-projection's input and stays stored under selective
   // recompute too (Korthikanti et al.: SP + selective = 34 sbh / t).
-  double attn = 2 * tsp * h * act_bytes(p) + t * (qh * dqk + kvh * (dqk + dv)) * act_bytes(p) +
-                drop * tsp * h + t * qh * dv * act_bytes(p);
+  double attn = tsp * h * (act_bytes(p) + gin) + t * (qh * dqk + kvh * (dqk + dv)) * act_bytes(p) +
+                drop * tsp * h + t * qh * dv * (act_bytes(p) + out_copy);
   if (fused) {
     attn += t * qh * kFp32;
   } else if (!selective) {
@@ -197,17 +212,18 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
   }
   if (m.mla) attn += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * act_bytes(p);
   const bool glu = m.ffn_act == FfnAct::kSwiglu;
-  double mlp = 2 * tsp * h * act_bytes(p) + drop * tsp * h;  // norm input and output, dropout mask
+  // Per element of an MLP's width: the up (and gate) outputs the activation's backward reads,
+  // and the down projection's input.
+  const double inner = (glu ? 2 : 1) * act_bytes(p) + gin;
+  double mlp = tsp * h * (act_bytes(p) + gin) + drop * tsp * h;  // norm in and out, dropout mask
   if (m.is_moe_layer(layer)) {
     const MoeSpec& e = *m.moe;
     const double rows = routed_rows(m, p, t);
     const double w = static_cast<double>(e.expert_ffn_hidden) / p.etp;
-    mlp += rows * h * act_bytes(p) + rows * w * (glu ? 3 : 2) * act_bytes(p) +
-           t / p.tp * e.experts * kFp32;
-    if (e.shared_experts > 0)
-      mlp += t * e.shared_experts * e.expert_ffn_hidden / p.tp * (glu ? 3 : 2) * act_bytes(p);
+    mlp += rows * h * gin + rows * w * inner + t / p.tp * e.experts * kFp32;
+    if (e.shared_experts > 0) mlp += t * e.shared_experts * e.expert_ffn_hidden / p.tp * inner;
   } else {
-    mlp += t * static_cast<double>(m.ffn_hidden) / p.tp * (glu ? 3 : 2) * act_bytes(p);
+    mlp += t * static_cast<double>(m.ffn_hidden) / p.tp * inner;
   }
   return attn + mlp;
 }
@@ -247,11 +263,17 @@ struct LayerPasses {
   double working_bytes = 0;  ///< backward workspace, plus rematerialised activations (full)
 };
 
+/// Kinds of layer a rank lowers: dense or MoE, each in the plan's precision or in the bf16 its
+/// recipe keeps at the model's ends.
+constexpr int kLayerKinds = 4;
+
 const LayerPasses& layer_passes(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b,
-                                int layer, LayerPasses kinds[2]) {
-  LayerPasses& lp = kinds[m.is_moe_layer(layer) ? 1 : 0];
+                                int layer, LayerPasses kinds[kLayerKinds]) {
+  const bool bf16 = recipe_keeps_layer_in_bf16(p.precision, layer, m.layers);
+  LayerPasses& lp = kinds[(m.is_moe_layer(layer) ? 1 : 0) + (bf16 ? 2 : 0)];
   if (lp.built) return lp;
   lp.built = true;
+  b.set_layer_precision(bf16 ? Precision::kBf16 : p.precision);
   lp.dense_params = dense_layer_params_local(m, p, layer);
   lp.expert_params = expert_params_local(m, p, layer);
   b.fsdp_layer(lp.dense_params + lp.expert_params);
@@ -279,8 +301,8 @@ const LayerPasses& layer_passes(const ModelSpec& m, const ParallelPlan& p, Layer
 /// needs at a time: its backward workspace, plus, under full recompute, the activations it
 /// rematerialises.
 double lower_layers(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b,
-                    LayerPasses kinds[2], bool keep_ops, StageCost* s, PassCost* recompute,
-                    PassCost* bwd_in, PassCost* bwd_w) {
+                    LayerPasses kinds[kLayerKinds], bool keep_ops, StageCost* s,
+                    PassCost* recompute, PassCost* bwd_in, PassCost* bwd_w) {
   double max_layer_act = 0;
   for (int l = s->first_layer; l < s->first_layer + s->layers; ++l) {
     const LayerPasses& lp = layer_passes(m, p, b, l, kinds);
@@ -307,9 +329,9 @@ double mtp_dense_params_local(const ModelSpec& m, const ParallelPlan& p) {
 
 /// The multi-token-prediction modules on the last stage, after the output layer: each runs its
 /// input, a transformer block of the last layer's kind and the shared output layer and loss.
-void lower_mtp(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b, LayerPasses kinds[2],
-               bool keep_ops, StageCost* s, PassCost* recompute, PassCost* bwd_in,
-               PassCost* bwd_w) {
+void lower_mtp(const ModelSpec& m, const ParallelPlan& p, LayerBuilder& b,
+               LayerPasses kinds[kLayerKinds], bool keep_ops, StageCost* s, PassCost* recompute,
+               PassCost* bwd_in, PassCost* bwd_w) {
   const Dims& d = b.dims();
   const double a = act_bytes(p);
   for (int k = 0; k < m.mtp_layers; ++k) {
@@ -342,15 +364,14 @@ double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int l
   if (p.recompute == Recompute::kFull) return layer_activation_bytes(m, p, layer);
   const Dims d = rank_dims(m, p);
   const double t = d.tokens, h = d.h;
-  double bytes = 2 * d.tokens_sp * h * act_bytes(p) +
-                 t * d.q_heads * d.d_v * act_bytes(p);  // norm outputs, attention output
+  const double gin = gemm_input_bytes(m, p, layer);
+  double bytes = 2 * d.tokens_sp * h * gin + t * d.q_heads * d.d_v * gin;  // norm outs, attn out
   if (m.mla) bytes += t * (m.mla->q_lora_rank + m.mla->kv_lora_rank) * act_bytes(p);
   if (m.is_moe_layer(layer)) {
     const double rows = routed_rows(m, p, t);
-    bytes += rows * h * act_bytes(p) +
-             rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * act_bytes(p);
+    bytes += rows * h * gin + rows * static_cast<double>(m.moe->expert_ffn_hidden) / p.etp * gin;
   } else {
-    bytes += t * static_cast<double>(m.ffn_hidden) / p.tp * act_bytes(p);
+    bytes += t * static_cast<double>(m.ffn_hidden) / p.tp * gin;
   }
   return bytes;
 }
@@ -363,7 +384,7 @@ std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, c
   const Dims& d = b.dims();
   const double h = static_cast<double>(m.hidden);
   const double vocab_shard = static_cast<double>(m.vocab) / p.tp;
-  LayerPasses kinds[2];
+  LayerPasses kinds[kLayerKinds];
   for (int vs = 0; vs < stages; ++vs) {
     StageCost& s = out[vs];
     s.virtual_stage = vs;

@@ -68,7 +68,8 @@ struct StageCost {
 };
 
 /// Per-layer activation bytes stored for backward per microbatch on one rank (for tests and
-/// reports): Korthikanti et al. 2022 generalised to GQA/SwiGLU/MoE and flash attention.
+/// reports): Korthikanti et al. 2022 generalised to GQA/SwiGLU/MoE and flash attention; in an
+/// MXFP8 or NVFP4 layer the linear layers keep quantized copies of their inputs instead.
 double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int layer);
 
 /// The part of layer_activation_bytes that the weight-gradient GEMMs read: the inputs of the
@@ -77,7 +78,8 @@ double layer_activation_bytes(const ModelSpec& m, const ParallelPlan& p, int lay
 double layer_weight_input_bytes(const ModelSpec& m, const ParallelPlan& p, int layer);
 
 /// Lowers every virtual stage (pp * vpp of them, in model order). Each kind of layer (dense,
-/// MoE) is lowered once and repeated. Without `keep_ops` the passes carry totals only (the
+/// MoE; and under NVFP4 the bf16 layers its recipe keeps at the model's ends apart) is lowered
+/// once and repeated. Without `keep_ops` the passes carry totals only (the
 /// planner's bounds and untraced simulations need nothing else). `use`, when given, counts where
 /// the costs came from (measured tables or the analytical model).
 std::vector<StageCost> lower_stages(const ModelSpec& m, const ParallelPlan& p, const HwProfile& hw,

@@ -158,8 +158,8 @@ void derive_rates(const ModelSpec& m, const Cluster& c, const ParallelPlan& p, S
   const double hw_flops = step_flops(m, p, true, true);
   r->model_tflops_per_gpu = model_flops / r->step_time_s / c.num_gpus / kTera;
   r->hardware_tflops_per_gpu = hw_flops / r->step_time_s / c.num_gpus / kTera;
-  r->mfu = r->model_tflops_per_gpu / c.hw.peak_tflops(p.precision);
-  r->hfu = r->hardware_tflops_per_gpu / c.hw.peak_tflops(p.precision);
+  r->mfu = r->model_tflops_per_gpu / c.hw.mfu_peak_tflops(p.precision);
+  r->hfu = r->hardware_tflops_per_gpu / c.hw.mfu_peak_tflops(p.precision);
 }
 
 std::vector<std::string> layout_notes(const ModelSpec& m, const HwProfile& hw,

@@ -129,7 +129,7 @@ Result<ValidationRow> predict_record(const MeasuredRun& r, const std::vector<HwP
   row.classes =
       prediction_classes(r.source, r.model, r.gpu, r.precision, r.num_gpus, r.stack.framework);
   row.fits = rep->fits;
-  compare(r, model, p, rep.value(), c.hw.peak_tflops(p.precision), &row);
+  compare(r, model, p, rep.value(), c.hw.mfu_peak_tflops(p.precision), &row);
   return row;
 }
 

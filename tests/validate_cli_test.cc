@@ -285,5 +285,31 @@ TEST(CliSimulate, PrintsTheErrorBarOfThePrediction) {
   EXPECT_GT(bar["runs"].get<int>(), 0);
 }
 
+// A stack profile sets the kernels; a flag given beside it wins.
+TEST(CliSimulate, StackProfilesSetTheKernels) {
+  const std::string base = "simulate --model llama3.1-8b --gpus 8 --tp 1 --gbs 8 --format json ";
+  const CliRun tt = Parallax(base + "--stack torchtitan", Streams::kStdoutOnly);
+  ASSERT_EQ(tt.exit_code, 0) << tt;
+  const Json t = ParseOrFail(tt.out, "torchtitan");
+  EXPECT_EQ(t["plan"]["attention"], "flash2") << t["plan"].dump();
+  EXPECT_EQ(t["plan"]["eager"], true);
+  const CliRun pinned = Parallax(base + "--stack torchtitan --eager 0", Streams::kStdoutOnly);
+  ASSERT_EQ(pinned.exit_code, 0) << pinned;
+  EXPECT_EQ(ParseOrFail(pinned.out, "pinned")["plan"]["eager"], false);
+  const CliRun meg = Parallax(base + "--stack megatron-lm", Streams::kStdoutOnly);
+  ASSERT_EQ(meg.exit_code, 0) << meg;
+  const Json m = ParseOrFail(meg.out, "megatron-lm");
+  EXPECT_EQ(m["plan"]["attention"], "flash");
+  // Eager ops and FlashAttention-2 cost time.
+  EXPECT_GT(t["step_time_s"].get<double>(), m["step_time_s"].get<double>());
+  const CliRun bad = Parallax("simulate --stack jax");
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_TRUE(Has(bad, "--stack: no stack profile 'jax'")) << bad;
+  const CliRun list = Parallax("stacks");
+  ASSERT_EQ(list.exit_code, 0) << list;
+  EXPECT_TRUE(Has(list, "nanotron")) << list;
+  EXPECT_TRUE(Has(Parallax("stacks torchtitan"), "\"source\"")) << list;
+}
+
 }  // namespace
 }  // namespace parallax

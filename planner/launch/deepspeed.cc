@@ -79,9 +79,12 @@ void check_deepspeed(const LaunchRequest& r, RuleSink& sink) {
                     std::to_string(p.ep),
                 "build the MoE layers with deepspeed.moe.layer.MoE(ep_size=...), or use "
                 "--target megatron");
-  if (p.precision == Precision::kFp8)
-    sink.refuse("precision", "the DeepSpeed config trains in bf16 or fp16, not fp8",
-                "fp8 GEMMs need Transformer Engine in the model; use bf16 or --target megatron");
+  if (p.precision == Precision::kFp8 || is_block_scaled(p.precision))
+    sink.refuse(
+        "precision",
+        std::string("the DeepSpeed config trains in bf16 or fp16, not ") + to_string(p.precision),
+        std::string(to_string(p.precision)) +
+            " GEMMs need Transformer Engine in the model; use bf16 or --target megatron");
   if (p.schedule != ScheduleKind::k1F1B)
     sink.refuse(
         "schedule",

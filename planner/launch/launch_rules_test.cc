@@ -454,6 +454,35 @@ TEST(LaunchRules, EveryEmittedTrainingConfigKeepsItsFrameworksRules) {
   }
 }
 
+// The block-scaled recipes' flags and sections keep the manifests' rules too (Megatron's
+// --fp8-recipe and --fp4-* choices, TorchTitan 0.2.2's [quantize.linear.mx] fields).
+TEST(LaunchRules, BlockScaledConfigsKeepTheirFrameworksRules) {
+  PlanRequest base;
+  base.model = find_zoo_model("llama3.1-8b", "test").value();
+  base.cluster = cluster_of("b200-sxm-180gb", 16);
+  base.global_batch = 64;
+  base.seq_len = 8192;
+  const std::pair<LaunchTarget, Precision> runs[] = {
+      {LaunchTarget::kMegatron, Precision::kMxfp8},
+      {LaunchTarget::kMegatron, Precision::kNvfp4},
+      {LaunchTarget::kTorchTitan, Precision::kMxfp8},
+      {LaunchTarget::kTorchTitanMain, Precision::kNvfp4}};
+  for (const auto& [f, prec] : runs) {
+    base.settings.precision = prec;
+    const json m = manifest(manifest_name(f));
+    const std::vector<ParallelPlan> plans = plans_for(f, base);
+    EXPECT_FALSE(plans.empty()) << to_string(f) << " " << to_string(prec);
+    for (const ParallelPlan& p : plans) {
+      const LaunchRequest r{base.model, base.cluster, p};
+      auto text = emit_launch(f, r);
+      ASSERT_TRUE(text.ok()) << to_string(prec) << " " << layout_label(p) << ": "
+                             << text.error_text();
+      for (const std::string& v : violations(m, parsed(f, r, *text)))
+        ADD_FAILURE() << to_string(f) << " " << to_string(prec) << ": " << v << "\n" << *text;
+    }
+  }
+}
+
 // The checker itself: a config that breaks a rule, or names an argument the framework lacks, is
 // caught with the framework's own words.
 TEST(LaunchRules, TheCheckerCatchesWhatTheFrameworkRefuses) {

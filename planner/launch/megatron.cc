@@ -169,6 +169,36 @@ void add_parallelism(const LaunchRequest& r, std::vector<std::string>& a) {
   a.push_back(flag("--global-batch-size", p.global_batch));
 }
 
+/// The linear layers' recipe (arguments.py, core_v0.15.0: --fp8-format, --fp8-recipe with
+/// choices tensorwise, delayed, mxfp8, blockwise; --fp4-format e2m1 with --fp4-recipe nvfp4,
+/// Transformer Engine >= 2.7; --first-last-layers-bf16 with --num-layers-at-start-in-bf16 and
+/// --num-layers-at-end-in-bf16, honoured for fp4 by megatron/core/fp4_utils.py get_fp4_context).
+void add_low_precision(const ParallelPlan& p, std::vector<std::string>& a) {
+  switch (p.precision) {
+    case Precision::kFp8:
+      a.push_back("--fp8-format hybrid");
+      a.push_back("--fp8-amax-history-len 1024");
+      a.push_back("--fp8-amax-compute-algo max");
+      return;
+    case Precision::kMxfp8:
+      // E4M3 for every tensor: the format of TE's MXFP8BlockScaling (no pure E5M2).
+      a.push_back("--fp8-format e4m3");
+      a.push_back("--fp8-recipe mxfp8");
+      return;
+    case Precision::kNvfp4:
+      a.push_back("--fp4-format e2m1");
+      a.push_back("--fp4-recipe nvfp4");
+      // The layers the simulation kept in bf16 (recipe_keeps_layer_in_bf16).
+      a.push_back("--first-last-layers-bf16");
+      a.push_back(flag("--num-layers-at-start-in-bf16", kNvfp4Bf16LayersAtStart));
+      a.push_back(flag("--num-layers-at-end-in-bf16", kNvfp4Bf16LayersAtEnd));
+      return;
+    case Precision::kBf16:
+    case Precision::kFp32:
+      return;
+  }
+}
+
 void add_training(const LaunchRequest& r, std::vector<std::string>& a) {
   const ParallelPlan& p = r.plan;
   if (p.recompute == Recompute::kSelective) {
@@ -190,11 +220,7 @@ void add_training(const LaunchRequest& r, std::vector<std::string>& a) {
   if (p.overlap_param_gather && p.shards_optimizer()) a.push_back("--overlap-param-gather");
   if (p.overlap_tp_comm && p.tp > 1) a.push_back("--tp-comm-overlap");
   a.push_back("--bf16");
-  if (p.precision == Precision::kFp8) {
-    a.push_back("--fp8-format hybrid");
-    a.push_back("--fp8-amax-history-len 1024");
-    a.push_back("--fp8-amax-compute-algo max");
-  }
+  add_low_precision(p, a);
   // Flash attention kernels need equal QK and V head dims; MLA (192 vs 128) takes cuDNN's fused
   // attention instead.
   if (p.attention == AttentionImpl::kUnfused)

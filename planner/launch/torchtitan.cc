@@ -1,6 +1,6 @@
 // TorchTitan: the [training], [parallelism], [activation_checkpoint], [compile] (unless the plan
-// is eager; always for fp8 or async TP) and, for fp8, [quantize.linear.float8] sections of a TOML
-// job config, and TorchTitan's rules.
+// is eager; always for fp8, MXFP8 or async TP) and, for fp8 or MXFP8, [quantize.linear.float8]
+// or [quantize.linear.mx] sections of a TOML job config, and TorchTitan's rules.
 //
 // Field names are those of the TOML-era JobConfig, torchtitan/config/job_config.py
 // (pytorch/torchtitan, late 2025): Parallelism.data_parallel_replicate_degree,
@@ -82,8 +82,13 @@ std::string activation_checkpoint_section(const ParallelPlan& p) {
   return s + "\"none\"\n";
 }
 
+/// Whether the plan's linear layers run a quantized recipe, which TorchTitan runs only under
+/// torch.compile.
+bool quantized(const ParallelPlan& p) {
+  return p.precision == Precision::kFp8 || is_block_scaled(p.precision);
+}
+
 std::string fp8_sections(const ParallelPlan& p) {
-  if (p.precision != Precision::kFp8) return "";
   std::string s = "[model]\nconverters = [\"quantize.linear.float8\"]\n\n";
   s += "[quantize.linear.float8]\n";
   if (fsdp_sharded(p)) {
@@ -91,6 +96,19 @@ std::string fp8_sections(const ParallelPlan& p) {
     s += "precompute_float8_dynamic_scale_for_fsdp = true\n";
   }
   return s + "filter_fqns = [\"output\"]\n";
+}
+
+/// MXFP8 (torchtitan/config/job_config.py v0.2.2, MXLinear and MXGroupedMM; converters
+/// "quantize.linear.mx" and "quantize.grouped_mm.mx", components/quantization/mx.py): torchao's
+/// cuBLAS MXFP8 GEMM, the dim-1 (column-wise) cast on its CUDA kernel, which the config
+/// recommends; the output layer stays in bf16, as in the simulation.
+std::string mx_sections(const ModelSpec& m) {
+  std::string s = "[model]\nconverters = [\"quantize.linear.mx\"" +
+                  std::string(m.moe ? ", \"quantize.grouped_mm.mx\"" : "") + "]\n\n";
+  s += "[quantize.linear.mx]\nrecipe_name = \"mxfp8_cublas\"\n";
+  s += "mxfp8_dim1_cast_kernel_choice = \"cuda\"\nfilter_fqns = [\"output\"]\n";
+  if (m.moe) s += "\n[quantize.grouped_mm.mx]\nrecipe_name = \"mxfp8\"\nfqns = [\"experts\"]\n";
+  return s;
 }
 
 }  // namespace
@@ -146,6 +164,12 @@ void check_torchtitan(const LaunchRequest& r, RuleSink& sink) {
                 "torch.distributed.pipelining has no single-stage zero-bubble (ZB-H1) schedule",
                 "its zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) run two or "
                 "more stages per rank; use --schedule interleaved or 1f1b");
+  if (p.precision == Precision::kNvfp4)
+    sink.refuse("precision",
+                "TorchTitan 0.2.2 has no NVFP4 training converter (its quantize converters are "
+                "float8 and mx)",
+                "--torchtitan-version main (NVFP4LinearConverter), --target megatron, or "
+                "--precision mxfp8");
   if (r.model.moe && p.ep > 1) {
     if (p.etp != 1 && p.etp != p.tp)
       sink.refuse("etp",
@@ -190,12 +214,17 @@ std::vector<std::string> torchtitan_notes(const LaunchRequest& r) {
         "TorchTitan runs attention through PyTorch SDPA (FlashAttention-2 on Hopper); the plan "
         "was simulated with the part's fastest fused kernel: simulate with --attention flash2 "
         "for TorchTitan's time.");
-  if (p.eager && (p.precision == Precision::kFp8 || (p.tp > 1 && p.overlap_tp_comm)))
+  if (p.eager && (quantized(p) || (p.tp > 1 && p.overlap_tp_comm)))
     notes.push_back(
         "The plan was simulated eager, but " +
         std::string(p.precision == Precision::kFp8 ? "Float8 training"
+                    : quantized(p)                 ? "MX training"
                                                    : "async tensor parallelism") +
         " runs under torch.compile: [compile] is enabled. Simulate with --eager 0 for its time.");
+  if (p.precision == Precision::kMxfp8)
+    notes.push_back(
+        "torchao casts MXFP8 row-wise and column-wise in two kernels, each reading the bf16 "
+        "tensor; the simulation priced Transformer Engine's single fused cast.");
   else if (p.tp > 1 && p.overlap_tp_comm)
     notes.push_back(
         "Async tensor parallelism works only under torch.compile: [compile] is "
@@ -216,12 +245,10 @@ std::string emit_torchtitan(const LaunchRequest& r) {
   s += parallelism_section(r) + "\n";
   s += activation_checkpoint_section(p);
   // The simulation's fused elementwise ops are torch.compile's; eager plans leave it off.
-  if (!p.eager || p.precision == Precision::kFp8 || (p.tp > 1 && p.overlap_tp_comm))
+  if (!p.eager || quantized(p) || (p.tp > 1 && p.overlap_tp_comm))
     s += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
-  if (p.precision == Precision::kFp8) {
-    s += "\n";
-    s += fp8_sections(p);
-  }
+  if (p.precision == Precision::kFp8) s += "\n" + fp8_sections(p);
+  if (p.precision == Precision::kMxfp8) s += "\n" + mx_sections(r.model);
   return s;
 }
 

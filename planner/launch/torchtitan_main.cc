@@ -128,6 +128,13 @@ void check_torchtitan_main(const LaunchRequest& r, RuleSink& sink) {
   if (m.tied_embeddings && p.pp > 1)
     sink.refuse("pp", "TorchTitan ties embeddings only without pipeline parallelism",
                 "pp=1 (models/common/decoder.py: weight tying is not supported with PP)");
+  // components/quantization/nvfp4.py converts Linear.Config only; GroupedExperts have an MXFP8
+  // converter (mx.py) and no NVFP4 one.
+  if (m.moe && p.precision == Precision::kNvfp4)
+    sink.refuse("precision",
+                "TorchTitan main quantizes dense Linear layers to NVFP4 but has no NVFP4 "
+                "converter for its grouped MoE experts",
+                "--precision mxfp8 (MXFP8GroupedExpertsConverter), or --target megatron");
 }
 
 std::vector<std::string> torchtitan_main_notes(const LaunchRequest& r) {
@@ -157,14 +164,55 @@ std::vector<std::string> torchtitan_main_notes(const LaunchRequest& r) {
   return notes;
 }
 
+namespace {
+
+std::string converter_imports(const ParallelPlan& p) {
+  switch (p.precision) {
+    case Precision::kMxfp8:
+      return "Float8LinearConverter, MXFP8GroupedExpertsConverter, MXFP8LinearConverter";
+    case Precision::kNvfp4:
+      return "Float8LinearConverter, NVFP4LinearConverter";
+    default:
+      return "Float8LinearConverter";
+  }
+}
+
+/// The model converters of the plan's recipe (torchtitan/components/quantization, main): the
+/// LM head stays in bf16 in each, as in the simulation; NVFP4 also keeps the first and last
+/// decoder layers in bf16 (recipe_keeps_layer_in_bf16), converting layers.1. .. layers.L-2.
+/// (fqns match as substrings, hence the trailing dot, as nvfp4_bf16_tail_fqns writes them).
+std::string converter_list(const LaunchRequest& r) {
+  const ParallelPlan& p = r.plan;
+  switch (p.precision) {
+    case Precision::kFp8:
+      return "[Float8LinearConverter.Config(filter_fqns=[\"lm_head\"], "
+             "model_compile_enabled=True)]";
+    case Precision::kMxfp8:
+      return "[MXFP8LinearConverter.Config(fqns=[\"layers\"], model_compile_enabled=True)" +
+             std::string(r.model.moe ? ", MXFP8GroupedExpertsConverter.Config("
+                                       "model_compile_enabled=True)"
+                                     : "") +
+             "]";
+    case Precision::kNvfp4:
+      return "[NVFP4LinearConverter.Config(fqns=[f\"layers.{i}.\" for i in range(" +
+             std::to_string(kNvfp4Bf16LayersAtStart) + ", " +
+             std::to_string(r.model.layers - kNvfp4Bf16LayersAtEnd) +
+             ")], model_compile_enabled=True)]";
+    default:
+      return "None";
+  }
+}
+
+}  // namespace
+
 std::string emit_torchtitan_main(const LaunchRequest& r) {
   const TitanModel& t = *titan_model(r.model);
   const ParallelPlan& p = r.plan;
-  const bool compile =
-      !p.eager || p.precision == Precision::kFp8 || (p.tp > 1 && p.overlap_tp_comm);
+  const bool quantized = p.precision == Precision::kFp8 || is_block_scaled(p.precision);
+  const bool compile = !p.eager || quantized || (p.tp > 1 && p.overlap_tp_comm);
   std::string s = "# TorchTitan (main) configuration: " + plan_summary(r) + "\n" +
                   comment_lines(torchtitan_main_notes(r));
-  s += "from torchtitan.components.quantization import Float8LinearConverter\n";
+  s += "from torchtitan.components.quantization import " + converter_imports(p) + "\n";
   s += "from torchtitan.config import CompileConfig, ParallelismConfig\n";
   s += "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n";
   s += "from torchtitan.models." + std::string(t.module) + " import model_registry\n";
@@ -172,11 +220,7 @@ std::string emit_torchtitan_main(const LaunchRequest& r) {
        t.base_config + "\n\n\n";
   s += "def plan():\n";
   s += "    config = " + std::string(t.base_config) + "()\n";
-  std::string converters = "None";
-  if (p.precision == Precision::kFp8)
-    converters =
-        "[Float8LinearConverter.Config(filter_fqns=[\"lm_head\"], "
-        "model_compile_enabled=True)]";
+  const std::string converters = converter_list(r);
   s += "    config.model_spec = model_registry(\"" + std::string(t.flavor) +
        "\", attn_backend=\"flex_flash\", converters=" + converters + ")\n";
   const int64_t micro_tokens = static_cast<int64_t>(p.micro_batch) * p.seq_len;

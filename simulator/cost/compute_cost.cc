@@ -120,7 +120,7 @@ double ComputeCost::gemm_efficiency(const GemmShape& s, Precision p, CostSource*
   }
   const bool hit = has_table;
   *src = hit ? CostSource::kOutsideTable : CostSource::kAnalytical;
-  const double base = p == Precision::kFp8 ? hw_.fp8_gemm_efficiency : hw_.gemm_efficiency;
+  const double base = hw_.gemm_efficiency_of(p);
   // Split-K: a GEMM with fewer output tiles than SMs (the skinny GEMMs of decoding) has its K
   // cut into `split` parts run as separate tiles and summed (cuBLAS's split-K and stream-K
   // kernels), each part paying its own fill and epilogue: the best power-of-two split up to
@@ -143,12 +143,12 @@ double ComputeCost::gemm_efficiency(const GemmShape& s, Precision p, CostSource*
 KernelTime ComputeCost::gemm(const GemmShape& s, Precision p) const {
   KernelTime t;
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return t;
-  const bool fp8 = p == Precision::kFp8 && hw_.fp8_tflops > 0;
   const bool fp32 = p == Precision::kFp32;
-  const Precision eff_p = fp8 ? Precision::kFp8 : fp32 ? Precision::kFp32 : Precision::kBf16;
-  const double elem = fp8 ? 1.0 : fp32 ? 4.0 : 2.0;
+  // An fp32 plan keeps fp32 operands whatever the part's fp32 peak (peak_tflops falls back).
+  const Precision eff_p = fp32 || hw_.supports(p) ? p : Precision::kBf16;
   t.flops = s.flops();
-  t.bytes = s.batch * (elem * (s.m * s.k + s.k * s.n) + (fp32 ? 4.0 : 2.0) * s.m * s.n);
+  t.bytes = s.batch * (operand_bytes(eff_p) * s.m * s.k + operand_bytes(eff_p, true) * s.k * s.n +
+                       (fp32 ? 4.0 : 2.0) * s.m * s.n);
   const double eff = gemm_efficiency(s, eff_p, &t.source);
   count(TableUse::kGemm, t.source);
   const double compute_s = t.flops / (hw_.peak_tflops(eff_p) * kTera * eff);
@@ -172,9 +172,48 @@ KernelTime ComputeCost::fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t w
   return {};
 }
 
+KernelTime ComputeCost::block_scaled_casts(const GemmShape& fwd, GemmPass pass,
+                                           int64_t weight_reuse, Precision p) const {
+  if (!is_block_scaled(p)) return {};
+  const double a = static_cast<double>(fwd.batch) * fwd.m * fwd.k;  // activation elements
+  const double w = static_cast<double>(fwd.batch) * fwd.k * fwd.n;  // weight elements
+  const double c = static_cast<double>(fwd.batch) * fwd.m * fwd.n;  // output (gradient) elements
+  // Bytes per element: the amax pass (NVFP4 only), one bf16 read, two quantized copies.
+  const double amax = p == Precision::kNvfp4 ? 2.0 : 0.0;
+  const double act = amax + 2.0 + 2.0 * operand_bytes(p);
+  const double weight = amax + 2.0 + 2.0 * operand_bytes(p, true);
+  switch (pass) {
+    case GemmPass::kForward:
+      return memory_bound(act * a + weight * w / std::max<int64_t>(1, weight_reuse));
+    case GemmPass::kDataGradient:
+      return memory_bound(act * c);
+    case GemmPass::kWeightGradient:
+      return {};
+  }
+  return {};
+}
+
+double operand_bytes(Precision p, bool weight) {
+  switch (p) {
+    case Precision::kBf16:
+      return 2.0;
+    case Precision::kFp8:
+      return 1.0;
+    case Precision::kFp32:
+      return 4.0;
+    case Precision::kMxfp8:
+      return 1.0 + 1.0 / 32;
+    case Precision::kNvfp4:
+      return 0.5 + (weight ? 1.0 / 256 : 1.0 / 16);
+  }
+  return 2.0;
+}
+
 KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk,
-                                  int64_t d_v, bool causal, bool backward, Precision p, bool fa2,
-                                  double masked_share) const {
+                                  int64_t d_v, bool causal, bool backward, Precision p,
+                                  AttentionImpl kernel, double masked_share) const {
+  const bool fa2 = kernel == AttentionImpl::kFlash2 || kernel == AttentionImpl::kFlash1;
+  const double rate = kernel == AttentionImpl::kFlash1 ? kFlash1OverFlash2 : 1.0;
   KernelTime t;
   const double fwd =
       2.0 * batch_heads * s_q * s_kv * static_cast<double>(d_qk + d_v) * (causal ? 0.5 : 1.0);
@@ -194,7 +233,7 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
     t.source = tflops > 0 ? CostSource::kMeasured : CostSource::kOutsideTable;
     count(TableUse::kAttention, t.source);
     if (tflops > 0) {
-      t.time_s = t.flops / (tflops * kTera);
+      t.time_s = t.flops / (tflops * rate * kTera);
       return t;
     }
   } else {
@@ -211,7 +250,7 @@ KernelTime ComputeCost::attention(int64_t batch_heads, int64_t s_q, int64_t s_kv
   const double n = std::ceil(static_cast<double>(s_q) / kAttentionBlock);
   const double causal_rate = factor > 0 ? factor * n / (n + 2) : 1.0;
   const double slowdown = share / causal_rate + (1 - share);
-  const double compute_s = t.flops * slowdown / (hw_.peak_tflops(p) * kTera * base);
+  const double compute_s = t.flops * slowdown / (hw_.peak_tflops(p) * kTera * base * rate);
   const double memory_s = t.bytes / (hw_.hbm_bw_gbps * kGB * hw_.hbm_efficiency);
   t.time_s = std::max(compute_s, memory_s) + hw_.kernel_overhead_us * kUs;
   return t;

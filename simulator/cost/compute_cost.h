@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/hw_profile.h"
+#include "core/parallel_plan.h"
 
 namespace parallax {
 
@@ -44,6 +45,13 @@ struct KernelTime {
   CostSource source = CostSource::kAnalytical;
 };
 
+/// FlashAttention-1's rate over FlashAttention-2's on the same part: Dao, 'FlashAttention-2'
+/// (arXiv 2307.08691), abstract and Sec. 4.1: FlashAttention-2 is "around 2x faster than
+/// FlashAttention" in the attention benchmarks (fwd, bwd, fwd+bwd; A100, head dims 64 and 128,
+/// causal or not), FlashAttention reaching 25-40% of the A100's peak against FA2's 50-73%.
+/// Measured on A100 only; parts without an FA1 measurement take the same ratio.
+inline constexpr double kFlash1OverFlash2 = 0.5;
+
 class ComputeCost {
  public:
   /// `use`, when given, counts where each cost came from.
@@ -58,8 +66,10 @@ class ComputeCost {
   ///   count, K may be split into `split` (a power of two, T split <= SMs, k / split >= k0)
   ///   parts run as T split tiles of k / split each (split-K / stream-K kernels for the skinny
   ///   GEMMs of decoding). The best orientation and split are taken, as library heuristics do
-  ///   (NVIDIA, "Matrix Multiplication Background User's Guide", 2023). In fp8 only the math
-  ///   runs at the fp8 rate; the casts are priced by fp8_casts.
+  ///   (NVIDIA, "Matrix Multiplication Background User's Guide", 2023). In fp8, MXFP8 and
+  ///   NVFP4 only the math runs at that format's rate and efficiency (the operands read at
+  ///   operand_bytes each); the casts are priced by fp8_casts and block_scaled_casts. A part
+  ///   without the format runs the GEMM at its bf16 rate.
   /// With a measured GEMM table (profile gemm_samples of that precision) the efficiency is the
   /// measured TFLOP/s over the peak, interpolated (measured_gemm_tflops); outside the table the
   /// formula above answers, and the source says kOutsideTable.
@@ -73,6 +83,29 @@ class ComputeCost {
   ///   wgrad    2 (m k + m n): transposed fp8 copies of the activation and the gradient
   ///            (Hopper's fp8 MMA takes K-major operands only).
   KernelTime fp8_casts(const GemmShape& fwd, GemmPass pass, int64_t weight_reuse) const;
+
+  /// Memory-bound quantization a linear layer's GEMMs add in a block-scaled recipe (`p` MXFP8
+  /// or NVFP4; Transformer Engine's MXFP8BlockScaling and NVFP4BlockScaling,
+  /// transformer_engine/common/recipe/__init__.py). Blocks run along each GEMM's K, which
+  /// differs between the GEMMs an operand enters, so each operand (activation X [m k], weight
+  /// W [k n], output gradient dY [m n]) is quantized once, from bf16, into a row-wise copy and
+  /// a column-wise (transposed) one, both from the bf16 values ("to avoid double quantization
+  /// errors", ibid.), e bytes per element each (operand_bytes, scales included):
+  ///   MXFP8: one kernel reads bf16 and writes both copies (common/cast/mxfp8/quantize_mxfp8.cuh;
+  ///     e8m0 scales need no global amax): 2 + 2 e = 4.0625 bytes per element;
+  ///   NVFP4: an amax pass for the fp32 per-tensor scale (2), then one kernel writes both
+  ///     copies (2 + 2 e): X and dY 5.125, their column-wise copies (the weight-gradient
+  ///     GEMM's operands) through a 16-point random Hadamard transform in that same kernel
+  ///     (nvte_hadamard_transform_amax, nvte_quantize_with_hadamard_transform: RHT "only
+  ///     applied to column-wise usage so that it can be used for wgrad GEMM"), dY with
+  ///     stochastic rounding (no extra bytes); W in 16x16 blocks, one scale for both copies:
+  ///     4 + 2 (0.5 + 1/256) = 5.008.
+  ///   forward  X + W / weight_reuse (the weight's copies are kept across `weight_reuse`
+  ///            microbatches, Transformer Engine's is_first_microbatch);
+  ///   dgrad    dY (both copies: one for this GEMM, the transpose for the weight gradient);
+  ///   wgrad    nothing (the column-wise copies of X and dY exist).
+  KernelTime block_scaled_casts(const GemmShape& fwd, GemmPass pass, int64_t weight_reuse,
+                                Precision p) const;
 
   /// The expert GEMMs of an MoE layer as Megatron-LM's grouped GEMM runs them (--moe-grouped-gemm:
   /// TEGroupedMLP, Transformer Engine's GroupedLinear): `s.batch` problems of m x n x k, one per
@@ -98,17 +131,18 @@ class ComputeCost {
   /// With a measured attention table (profile attention_samples): the achieved TFLOP/s of the
   /// nearest head size, interpolated in log(seq) between the two nearest sequence lengths
   /// (s_kv); outside the measured lengths the analytical model answers.
-  /// `fa2`: FlashAttention-2 (PyTorch SDPA) at the profile's fa2_attention_*_efficiency when it
-  /// gives one (a measured table times the part's own fused kernel, not FA2); otherwise the same
-  /// kernel as the default. Where the profile gives that kernel's causal factor f
-  /// (causal_attention_factor, fa2_causal_attention_factor), `masked_share` of a causal call's
-  /// FLOPs runs at f n / (n + 2) of the unmasked rate, n = ceil(s_q / 128) query blocks (the
-  /// n diagonal blocks each cost two unmasked ones): 1 for one masked call; 1/cp under
-  /// load-balanced context parallelism, whose other cp - 1 calls per rank (chunks against
-  /// earlier chunks) run unmasked. A measured table (calibrate times causal attention) needs
-  /// no factor.
+  /// `kernel` kFlash2: FlashAttention-2 (PyTorch SDPA) at the profile's fa2_attention_*_efficiency
+  /// when it gives one (a measured table times the part's own fused kernel, not FA2); otherwise
+  /// the same kernel as the default. kFlash1: FlashAttention-1 at kFlash1OverFlash2 of that rate.
+  /// Where the profile gives that kernel's causal factor f (causal_attention_factor,
+  /// fa2_causal_attention_factor), `masked_share` of a causal call's FLOPs runs at f n / (n + 2) of
+  /// the unmasked rate, n = ceil(s_q / 128) query blocks (the n diagonal blocks each cost two
+  /// unmasked ones): 1 for one masked call; 1/cp under load-balanced context parallelism, whose
+  /// other cp - 1 calls per rank (chunks against earlier chunks) run unmasked. A measured table
+  /// (calibrate times causal attention) needs no factor.
   KernelTime attention(int64_t batch_heads, int64_t s_q, int64_t s_kv, int64_t d_qk, int64_t d_v,
-                       bool causal, bool backward, Precision p = Precision::kBf16, bool fa2 = false,
+                       bool causal, bool backward, Precision p = Precision::kBf16,
+                       AttentionImpl kernel = AttentionImpl::kFlash,
                        double masked_share = 1.0) const;
 
   /// Decode attention (FlashDecoding-style): sequences with one new query token each against
@@ -136,6 +170,12 @@ class ComputeCost {
   const HwProfile& hw_;
   TableUse* use_ = nullptr;
 };
+
+/// Bytes one element of a GEMM operand takes in `p`, its block scales included: bf16 2, fp8 1,
+/// fp32 4; MXFP8 1 + 1/32 (an e8m0 scale per 32 elements); NVFP4 1/2 + 1/16 (an e4m3 scale per
+/// 16), or 1/2 + 1/256 for a weight (one scale per 16x16 block, NVFP4BlockScaling's 2D weight
+/// quantization). The per-tensor fp32 scale of NVFP4 is left out (4 bytes a tensor).
+double operand_bytes(Precision p, bool weight = false);
 
 /// Value at x of the line through (x0, y0) and (x1, y1) in log(x); y0 when x0 == x1.
 double interpolate_log(double x, double x0, double y0, double x1, double y1);

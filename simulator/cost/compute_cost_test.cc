@@ -182,11 +182,18 @@ TEST(ComputeCost, CausalFactorSlowsTheMaskedShareOnly) {
   EXPECT_DOUBLE_EQ(cost.attention(bh, s, s, d, d, false, true).time_s,
                    plain.attention(bh, s, s, d, d, false, true).time_s);
   // A quarter masked (context parallelism over 4 ranks): 1/4 at the causal rate, 3/4 unmasked.
-  EXPECT_NEAR(cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, false, 0.25).time_s,
-              causal_flops * (0.25 / rate + 0.75) / (1000 * kTera * 0.5), kRel * 1e-3);
+  EXPECT_NEAR(
+      cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, AttentionImpl::kFlash, 0.25)
+          .time_s,
+      causal_flops * (0.25 / rate + 0.75) / (1000 * kTera * 0.5), kRel * 1e-3);
   // FlashAttention-2 takes its own factor.
-  EXPECT_NEAR(cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, true).time_s,
-              causal_flops / (1000 * kTera * 0.25 * 0.5 * 32 / 34), kRel * 1e-3);
+  EXPECT_NEAR(
+      cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, AttentionImpl::kFlash2).time_s,
+      causal_flops / (1000 * kTera * 0.25 * 0.5 * 32 / 34), kRel * 1e-3);
+  // FlashAttention-1 at half FlashAttention-2's rate, with its factor.
+  EXPECT_NEAR(
+      cost.attention(bh, s, s, d, d, true, false, Precision::kBf16, AttentionImpl::kFlash1).time_s,
+      causal_flops / (1000 * kTera * 0.25 * kFlash1OverFlash2 * 0.5 * 32 / 34), kRel * 1e-3);
   // A factor is a fraction: above 1 is an error that names the field.
   hw.causal_attention_factor = 1.2;
   const Diagnostics bad = validate_profile(hw, "p.json:");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/units.h"
+#include "simulator/cost/compute_cost.h"
 
 namespace parallax {
 
@@ -39,6 +40,14 @@ MemoryBreakdown parameter_memory(const ParallelPlan& p, double dense_params, dou
     m.grads_bytes = sharded(4, p.zero_stage >= 2 && !accumulates);
     m.optimizer_bytes = sharded(fp32 ? 8 : 12, p.zero_stage >= 1);
     if (p.zero_stage >= 3 && !gathered_stage) m.buffers_bytes = 2 * weight * largest_layer_params;
+  }
+  if (is_block_scaled(p.precision)) {
+    // The quantized weight copies the block-scaled GEMMs read, row-wise and column-wise, kept
+    // across a step's microbatches (of every weight a rank holds unsharded, or of the gathered
+    // layers under FSDP / ZeRO-3); the stage's embedding and norms are counted too.
+    const bool per_layer = (p.fsdp || p.zero_stage >= 3) && p.pp == 1;
+    const double params = per_layer ? 2 * largest_layer_params : dense_params + expert_params;
+    m.buffers_bytes += 2 * operand_bytes(p.precision, true) * params;
   }
   return m;
 }

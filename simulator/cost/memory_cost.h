@@ -31,6 +31,8 @@ struct MemoryBreakdown {
 ///     sharded, plus two gathered bf16 layers (current and prefetched) in buffers; with pp > 1
 ///     the stage stays gathered (2) and accumulates unsharded bf16 gradients (2) across
 ///     microbatches.
+///   MXFP8 / NVFP4 plans add the quantized weights' row-wise and column-wise copies to
+///     buffers: 2 operand_bytes(p, weight) per parameter held (2.06 MXFP8, 1.01 NVFP4).
 MemoryBreakdown parameter_memory(const ParallelPlan& p, double dense_params, double expert_params,
                                  int expert_dp, double largest_layer_params);
 

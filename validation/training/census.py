@@ -3,8 +3,9 @@
 (records per directory, and breakdowns by source, part, dense/MoE, precision, scale bucket and stack framework).
 
 "readable" = the record is not skipped by `parallax validate` for a reason this script can see without the binary:
-precision nvfp4/mxfp8 (not supported yet) or a null field the validator requires (model.vocab, model.ffn_hidden of a
-dense model, model.moe.top_k, batch.global_batch). Run `parallax validate FILE` for the authoritative answer.
+a null field the
+validator requires (model.vocab, model.ffn_hidden of a dense model, model.moe.top_k, batch.global_batch). Run
+`parallax validate FILE` for the authoritative answer.
 
 Usage: python3 census.py            (markdown to stdout)
 """
@@ -14,13 +15,16 @@ import json
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-UNSUPPORTED_PRECISION = {"nvfp4", "mxfp8"}
+UNSUPPORTED_PRECISION = set()  # nvfp4 and mxfp8 are modelled
+UNMODELLED_ATTENTION = set()  # FlashAttention-1 is modelled (half FA2's rate)
 
 
 def skip_reason(r):
     m = r["model"]
     if r.get("precision") in UNSUPPORTED_PRECISION:
         return "precision " + r["precision"]
+    if (r.get("stack") or {}).get("attention") in UNMODELLED_ATTENTION:
+        return "attention " + r["stack"]["attention"]
     if m.get("vocab") is None:
         return "vocab null"
     if m.get("moe") is None and m.get("ffn_hidden") is None:
@@ -84,10 +88,14 @@ def main():
         "precision": lambda r: r.get("precision") or "null (not stated)",
         "scale (GPUs)": lambda r: bucket(r["cluster"]["num_gpus"]),
         "stack framework": lambda r: (r.get("stack") or {}).get("framework") or "none",
+        "stack.attention (as the source says; absent: the framework's default)":
+            lambda r: (r.get("stack") or {}).get("attention") or "absent",
+        "stack.compiled (as the source says; absent: the framework's default)":
+            lambda r: {True: "true", False: "false"}.get((r.get("stack") or {}).get("compiled"), "absent"),
     }
     orders = {"scale (GPUs)": ["<=64", "65-512", "513-4096", ">4096"]}
     print(f"Total: {len(recs)} records, {len(read)} readable "
-          f"(not skipped for nvfp4/mxfp8 precision or a required null field).\n")
+          f"(not skipped for a required null field).\n")
     skipped = collections.Counter(skip_reason(r) for r in recs if skip_reason(r))
     print("Skipped: " + ", ".join(f"{v} {k}" for k, v in sorted(skipped.items(), key=lambda kv: -kv[1])) + ".\n")
     for title, fn in dims.items():

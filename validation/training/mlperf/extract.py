@@ -127,6 +127,42 @@ def dockerinfo(v, cfg):
         d = os.path.dirname(d)
     return None, {}
 
+def kernels(v, cfg):
+    """stack.attention / stack.compiled as the submission's own files say (None where they say nothing), with the evidence.
+    v3.0 (NeMo 1.17 + Transformer Engine release_v0.8): TE 0.8's DotProductAttention runs flash_attn_unpadded_func from the
+    flash-attn package for causal bf16/fp16 attention on sm80+ unless NVTE_FLASH_ATTN=0, and the submission pins
+    flash_attn==1.0.5 (FlashAttention-1, not modelled); its conf/megatron_gpt_config.yaml turns the elementwise fusions on.
+    v4.0 on: the config chain keeps Transformer Engine's cuDNN fused attention on (the 'Disable cuDNN fused attention'
+    line is commented out, or NVTE_FUSED_ATTN=1 is set) -> the part's best fused kernel."""
+    d = os.path.dirname(cfg)
+    if v == '3.0':
+        req = git(v, 'show', f'HEAD:{d}/requirements.txt')
+        dock = git(v, 'show', f'HEAD:{d}/Dockerfile')
+        conf = git(v, 'show', f'HEAD:{d}/conf/megatron_gpt_config.yaml')
+        fa = re.search(r'^flash_attn==(\S+)', req, re.M)
+        te = re.search(r'^ARG TE_REVISION=(\S+)', dock, re.M)
+        assert fa and fa.group(1).startswith('1.') and te and te.group(1) == 'release_v0.8', (cfg, fa, te)
+        fus = [k for k in ('bias_activation_fusion', 'bias_dropout_add_fusion', 'masked_softmax_fusion', 'persist_layer_norm')
+               if re.search(rf'^\s*{k}: True', conf, re.M)]
+        assert len(fus) == 4, (cfg, fus)
+        scripts = [f for f in git(v, 'ls-tree', '--name-only', 'HEAD', d + '/').split('\n') if f.endswith(('.sh', '.sub'))]
+        assert not any('NVTE_FLASH_ATTN' in git(v, 'show', f'HEAD:{f}') for f in scripts), d
+        return 'flash1', True, (f"attention: FlashAttention-1 ({d}/requirements.txt flash_attn=={fa.group(1)}; Dockerfile "
+                                f"TE_REVISION={te.group(1)}, whose DotProductAttention calls flash-attn's flash_attn_unpadded_func "
+                                f"for causal bf16 attention on sm80+; NVTE_FLASH_ATTN not set); fused elementwise ops "
+                                f"(conf/megatron_gpt_config.yaml: {', '.join(k + ' True' for k in fus)})")
+    for cand in (d, os.path.join(os.path.dirname(d), 'b200_nemo')):
+        files = [f for f in git(v, 'ls-tree', '--name-only', 'HEAD', cand + '/').split('\n') if f.endswith('.sh')]
+        txt = {f: git(v, 'show', f'HEAD:{f}') for f in files}
+        assert not any(re.search(r'^\s*export NVTE_FUSED_ATTN=0', t, re.M) for t in txt.values()), cand
+        on = [f for f, t in txt.items() if re.search(r'^\s*export NVTE_FUSED_ATTN=1', t, re.M)]
+        kept = [f for f, t in txt.items() if re.search(r'^\s*#\s*export NVTE_FUSED_ATTN=0\s*# Disable cuDNN fused attention', t, re.M)]
+        if on or kept:
+            ev = (f"{on[0]} sets NVTE_FUSED_ATTN=1" if on else
+                  f"{kept[0]} keeps '#export NVTE_FUSED_ATTN=0 # Disable cuDNN fused attention' commented out")
+            return 'flash', None, f"attention: Transformer Engine's cuDNN fused attention ({ev})"
+    return None, None, None
+
 def build():
     out = []
     for (v, org, sysd, bm, hw, nodes, cfg, tp, pp, vpp, cp, mbs, sp, prec, recipe, asym, sweep) in SUBS:
@@ -167,6 +203,7 @@ def build():
         tps = gbs * seq / st / ngpu
         dfile, da = dockerinfo(v, cfg)
         ver = '; '.join(f'{k}={da[k]}' for k in ('FROM_IMAGE_NAME', 'NEMO_REVISION', 'MCORE_REVISION', 'MEGATRON_REVISION', 'TE_REVISION') if k in da) or None
+        attn, compiled, kev = kernels(v, cfg)
         unknown = []
         model = dict(MODELS[bm])
         if sp is None: unknown.append('parallel.sequence_parallel')
@@ -192,7 +229,7 @@ def build():
                          "tokens_per_s_per_gpu": round(tps, 1), "step_time_s": round(st, 4), "attention_flops": None},
             "unknown": unknown,
             "stack": {"framework": "nemo", "version": ver, "kernels": "transformer-engine",
-                      "notes": f"{recipe}; container/revisions from {dfile}" if dfile else recipe},
+                      "notes": (f"{recipe}; container/revisions from {dfile}" if dfile else recipe) + (f"; {kev}" if kev else "")},
             "sweep": sweep, "pipeline_split": ps,
             "source_locator": f"mlcommons/training_results_v{v}@{commit(v)[:12]}: {org}/results/{sysd}/{bm}/result_*.txt (MLLOG global_batch_size={gbs}, max_sequence_length={seq}, gradient_accumulation_steps={info.get('gradient_accumulation_steps')}, submission_platform='{info.get('submission_platform')}'); layout from {cfg}",
             "notes": (f"{how}. tokens_per_s_per_gpu = global_batch {gbs} x seq_len {seq} / step_time / {ngpu} GPUs (unit conversion). "
@@ -201,6 +238,8 @@ def build():
                        f"Recompute: no ACT_CKPT_* set in the config chain and conf/custom.yaml defaults activations_checkpoint_granularity to null. ") +
                       f"Distributed optimizer: USE_DIST_OPTIMIZER=True. {ARCH_NOTE[bm]}. The benchmark trains from a checkpoint/initial state to a target quality; step time is for steady-state training steps, eval excluded.")
         }
+        if attn is not None: rec["stack"]["attention"] = attn
+        if compiled is not None: rec["stack"]["compiled"] = compiled
         out.append(rec)
     return out
 

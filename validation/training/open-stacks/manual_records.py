@@ -65,8 +65,20 @@ def rec(id, source, url, model, seq, gpu, n, gpn, parallel, mb, gb, recompute, p
             "pipeline_split": split, "source_locator": locator}
 
 
-def stk(fw, ver, kern, notes):
-    return {"framework": fw, "version": ver, "kernels": kern, "notes": notes}
+def stk(fw, ver, kern, notes, attention=None, compiled=None):
+    """stack object; `attention` / `compiled` (SCHEMA.md) only where the cited source says which kernel or
+    compile mode the run used -- otherwise left out, so the framework's defaults apply."""
+    s = {"framework": fw, "version": ver, "kernels": kern, "notes": notes}
+    if attention is not None:
+        s["attention"] = attention
+    if compiled is not None:
+        s["compiled"] = compiled
+    return s
+
+
+# SDPA on A100 (sm80), bf16, is_causal, head_dim 128 dispatches to PyTorch's flash backend (FlashAttention-2); on
+# Hopper/Blackwell the backend (flash or cuDNN) depends on the PyTorch build and is not stated, so left to the default.
+SDPA_A100 = "attention = F.scaled_dot_product_attention(is_causal=True) in the model code at this commit, flash backend (FA2) on A100"
 
 
 R = []
@@ -103,7 +115,7 @@ for suf, tps, mfu, prec, opt in [("bf16", 109, 0.29, "bf16", "None"),
         stk("torchtitan", TT_PERF_C[:12], "sdpa",
             "FSDP2 + DTensor TP; Float8 = torchao float8 linear (tensorwise dynamic) with float8 FSDP all-gather per "
             "llama3_405b.toml; AsyncTP = SymmetricMemory micro-pipelined TP; torch.compile enabled in the toml "
-            "(not stated per row)"),
+            "(not stated per row)", compiled=True),
         f"{TT_PERF_SRC} @ {TT_PERF_C[:12]}, section 'Llama 3.1 performance numbers', row 405B/{opt}",
         sweep="ttperf24-405b-128h100"))
 
@@ -127,7 +139,8 @@ for rid, model, mb, ac, ac_src, wps, mfu in [
             if ac_src == "selective op" else "")
          + f"{TT_MFU_NOTE} | compile not used (toml compile = false) | {ARCH_NOTE['L3']}"),
         stk("torchtitan", TT_PERF_C[:12], "sdpa", "FSDP2 (per-parameter sharding), bf16 mixed precision, "
-            "fp32 reduce; A100 cluster details not given"),
+            f"fp32 reduce; A100 cluster details not given; {SDPA_A100}; toml compile = false",
+            attention="flash2", compiled=False),
         f"{TT_PERF_SRC} @ {TT_PERF_C[:12]}, section 'Llama 3 performance numbers', row {model['name'][8:]}/{ac_src}",
         sweep="ttperf24-64a100"))
 
@@ -151,7 +164,8 @@ for rid, model, mb, ac, ac_src, wps, mfu in [
          + ("selective op = torchtitan per-op SAC policy, not Megatron selective | " if ac_src == "selective op" else "")
          + ("footnote: 70B local batch 2 with selective AC OOMs, so batch 1 reported | " if mb == 1 else "")
          + f"{TT_MFU_NOTE} | compile not used (toml compile = false) | {ARCH_NOTE['L2']}"),
-        stk("torchtitan", TT_PERF_C[:12], "sdpa", "FSDP2, bf16 mixed precision; A100 cluster details not given"),
+        stk("torchtitan", TT_PERF_C[:12], "sdpa", "FSDP2, bf16 mixed precision; A100 cluster details not given; "
+            f"{SDPA_A100}; toml compile = false", attention="flash2", compiled=False),
         f"{TT_PERF_SRC} @ {TT_PERF_C[:12]}, section 'Llama 2 performance numbers', row {model['name'][8:]}/batch {mb}/{ac_src}",
         sweep="ttperf24-64a100"))
 
@@ -175,7 +189,7 @@ for nodes, tps in [(4, 10938), (8, 10753)]:
          f"NVLink, 400 Gb/s CX-7 RDMA per GPU (Trainy on WhiteFiber) | {ARCH_NOTE['L3']}"),
         stk("torchtitan", "e7c0cae (2025-06-13)", "sdpa",
             "torch 2.8.0a0+5228986c39 (NGC 25.05), torchao 0afa4c1; float8 = torchao tensorwise dynamic scaling on "
-            "nn.Linear with float8 FSDP all-gather; torch.compile"),
+            "nn.Linear with float8 FSDP all-gather; torch.compile (--training.compile)", compiled=True),
         f"benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md @ b5bcd76c66d0, Results table, row NUM_NODES={nodes}",
         sweep="tt-trainy-h200"))
 
@@ -197,17 +211,20 @@ for suf, prec, recipe, mem, tps in [("bf16", "bf16", "None (bfloat16)", 33.71, 8
         par(dp=8, fsdp=True), 1, 8, "selective", prec,
         meas(tps=tps, basis=None),
         ["parallel.vpp", "measured.flops_basis", "measured.attention_flops"],
-        (f"B200 table row '{recipe}': peak memory {mem} GB, median tokens/s {tps} | setup text: "
-         "'Single-node training on 8x power limited B200 GPUs, batch size 1, sequence length 8192, steps 100, "
+        ("POWER-LIMITED: the 8 B200s ran capped at 750 W (torchao mx_formats README @ 374601de6: 'Single-node "
+         "training on 8xB200 GPUs limited to 750W'), below the 1000 W the b200-sxm-180gb profile assumes, so a "
+         "prediction on that profile overstates this run | "
+         f"B200 table row '{recipe}': peak memory {mem} GB, median tokens/s {tps} | setup text (torchtitan mxfp8.md "
+         "copy): 'Single-node training on 8x power limited B200 GPUs, batch size 1, sequence length 8192, steps 100, "
          "torch.compile, FSDP2, per-op SAC'; model Llama3-8b named in torchao mx_formats README (the cited "
-         "source), which in one version says 'B200 GPUs limited to 750W' | tokens/s read as per GPU "
+         "source) | tokens/s read as per GPU "
          "(torchtitan logs tps per device); the table does not say 'per GPU' | per-op SAC = torchtitan "
          f"selective op policy, not Megatron selective | {ARCH_NOTE['L3']}"),
         stk("torchtitan", "6fc499f6f5b3", "sdpa",
             f"pytorch 2.9.0.dev20250815+cu128, torchao 0.13.0+gite4e681be; recipe {recipe} "
             "(MXFP8 = 1x32 block-scaled e4m3 GEMMs for nn.Linear; float8 tensorwise = per-tensor dynamic scaling with "
             "float8 all-gather; float8 rowwise = per-row scales, bf16 all-gather); "
-            "B200 power limited (750 W per torchao README)"),
+            "B200 power limited (750 W per torchao README); torch.compile", compiled=True),
         f"pytorch/ao@{AO_MX_C} torchao/prototype/mx_formats/README.md, 'Training e2e benchmarks on NVIDIA B200' table, row "
         f"'{recipe}' (the primary; torchtitan/components/quantization/mxfp8.md @ b5bcd76c66d0 copies the first four rows)",
         sweep="tt-mxfp8-b200-l3-8b"))
@@ -228,8 +245,10 @@ for suf, prec, tps in [("bf16", "bf16", 6169), ("mxfp8", "mxfp8", 7401)]:
          f"torch.compile enabled | {ARCH_NOTE['SCOUT']}"),
         stk("torchtitan", None, "sdpa",
             "mxfp8 on routed-expert grouped GEMMs and all linears except output, router.gate, attention.wk/wv; "
-            "all communication in bf16; run on Crusoe Cloud GB200 (per PyTorch blog)") if prec == "mxfp8" else
-        stk("torchtitan", None, "sdpa", "bf16 baseline of the MXFP8 MoE study; Crusoe Cloud GB200 (per PyTorch blog)"),
+            "all communication in bf16; run on Crusoe Cloud GB200 (per PyTorch blog); torch.compile enabled",
+            compiled=True) if prec == "mxfp8" else
+        stk("torchtitan", None, "sdpa", "bf16 baseline of the MXFP8 MoE study; Crusoe Cloud GB200 (per PyTorch blog); "
+            "torch.compile enabled", compiled=True),
         "torchtitan/components/quantization/mxfp8.md @ b5bcd76c66d0, Performance > MoE models table "
         f"(same numbers in pytorch/ao torchao/prototype/moe_training/README.md, 'Number of GPUs 512' table)",
         sweep="tt-mxfp8-gb200-scout"))
@@ -256,7 +275,7 @@ for suf, prec, cfg, tps, mem in [("bf16", "bf16", "bf16 baseline", 49381.0, 145.
          f"(CUDA_VISIBLE_DEVICES=4,5,6,7 in the commands) | {ARCH_NOTE['SCOUT']}; layers reduced to 2"),
         stk("torchtitan", None, "sdpa", f"torchao @ {AO_C[:12]} README; converters: "
             + {"bf16": "none", "mxfp8-linear": "quantize.linear.mx", "mxfp8-gg": "quantize.grouped_mm.mx",
-               "mxfp8-all": "quantize.grouped_mm.mx,quantize.linear.mx"}[suf]),
+               "mxfp8-all": "quantize.grouped_mm.mx,quantize.linear.mx"}[suf] + "; compile=True", compiled=True),
         f"pytorch/ao@{AO_C[:12]} torchao/prototype/moe_training/README.md, section 'End-to-end training benchmark "
         f"with TorchTitan: Llama4 Scout vs bfloat16 baseline', row '{cfg}'",
         sweep="ao-moe-b200-scout2l"))
@@ -292,7 +311,8 @@ for rid, model, mb, gb, prec, run, tps, mem, loss, tail, anote in [
         stk("torchtitan", None, "sdpa",
             "PyTorch 2.14.0a0+gitd9abf9e, TorchAO 0.18.0+gitcb76f29 (Llama runs; doc's 'Versioned Environment'); "
             + (f"NVFP4 recipe: {tail}; NVFP4 quantizes GEMM inputs/weights/grads, collectives stay bf16" if tail else
-               ("MXFP8 linear converter" if prec == "mxfp8" else "bf16 baseline"))),
+               ("MXFP8 linear converter" if prec == "mxfp8" else "bf16 baseline"))
+            + "; 'All runs use eager execution with model compilation' (eager + torch.compile)", compiled=True),
         f"torchtitan/components/quantization/nvfp4.md @ b5bcd76c66d0, section "
         f"'{'Qwen3 8B 200M-Token Evidence > Random Initialization' if is_q else 'Llama 3 8B 200M-Token Evidence'}', row '{run}'",
         sweep="tt-nvfp4-gb200-qwen3-8b" if is_q else "tt-nvfp4-gb200-l3-8b"))
@@ -325,7 +345,7 @@ for nodes, lbs, tps, tfl, mem, tab in [(1, 8, 14796, 341, "167.93 GiB (94.15%)",
          f"{ARCH_NOTE['QW30']}"),
         stk("torchtitan", f"PR branch {DEEP_C[:12]} (refs/pull/2500, 2026-01)", "sdpa",
             "DeepEP token dispatcher (NVSHMEM) for EP all-to-all, fused_silu_gate_prob=true, sync_comm_stream=false; "
-            "unmerged pull-request README"),
+            "unmerged pull-request README; toml [compile] enable=true, components model+loss", compiled=True),
         f"pytorch/torchtitan@{DEEP_C[:12]} torchtitan/distributed/deepep/README.md, "
         f"'{'Strong Scaling' if tab == 'strong' else 'Weak Scaling'}' table, row {nodes} node(s)"
         + (", LBS 10" if tab == "weak" else ""),
@@ -343,7 +363,8 @@ R.append(rec(
      "qwen3_30b_a3b_with_deepep.toml settings (LBS 8, seq 4096, FSDP over all ranks, AC full, compile, forced load "
      "balance) are assumed apart from the dispatcher (DOUBT) | " + ARCH_NOTE["QW30"]),
     stk("torchtitan", f"PR branch {DEEP_C[:12]} (refs/pull/2500, 2026-01)", "sdpa",
-        "TorchTitan default EP token dispatch (all-to-all), the baseline of the DeepEP README; unmerged pull-request README"),
+        "TorchTitan default EP token dispatch (all-to-all), the baseline of the DeepEP README; unmerged pull-request README; "
+        "compile not stated for this run (stack.compiled left to the default)"),
     f"pytorch/torchtitan@{DEEP_C[:12]} torchtitan/distributed/deepep/README.md, line 3 ('14,796 vs 9,930 tok/s/GPU at EP=8')",
     sweep="tt-deepep-b200-qwen3-30b-a3b"))
 
@@ -366,7 +387,7 @@ for suf, prec, scaling, mem, tps in [("bf16", "bf16", "none (bfloat16)", 47.65, 
          "h100-sxm-80gb assumed) | tokens/s read as per GPU (torchtitan per-device tps) | per-op SAC = torchtitan "
          f"selective op policy | {ARCH_NOTE['L3']}"),
         stk("torchtitan", "0.0.2", "sdpa", "pytorch 2.7.0a0+gitb98af95, torchao 0.10.0+git890e0ac8; "
-            f"float8 recipe: {scaling}"),
+            f"float8 recipe: {scaling}; torch.compile", compiled=True),
         f"pytorch/ao@{AO_F8_C} torchao/float8/README.md (last version before the docs moved), Performance table "
         f"for 8xH100, row '{scaling}'",
         sweep="ao-f8-h100-l3-8b"))
@@ -402,7 +423,8 @@ for mname, model, ac, ac_src, a_tps, a_mfu, a_hfu, h_tps, h_mfu, h_hfu, anote in
              + f"H100 SXM vs PCIe not stated | other source values: HFU {hfu} | {ARCH_NOTE[anote]}"),
             stk("fsdp", "PyTorch nightlies post-2.2 (Nov 2023-Feb 2024)", "sdpa",
                 "IBM foundation-model-stack/fms-fsdp, FSDP1 full sharding, SDPA FlashAttention-2, bf16 mixed precision, "
-                "no torch.compile"),
+                "no torch.compile (blog: 'SDPA FlashAttention v2'; levers used '1, 3, and a variation of 4', not "
+                "'(2) graph optimizations (e.g., fusing kernels, torch.compile)')", attention="flash2", compiled=False),
             f"{MAX_LOC}, row {mname}, {'A100' if n == 128 else 'H100'} columns",
             sweep=f"pt-maxfsdp-{'a100-128' if n == 128 else 'h100-96'}"))
 
@@ -429,7 +451,7 @@ for mname, model, tp, bf, f8, anote in [("70B", L3_70B, 1, 960, 1448, "L3"), ("4
              f"per row not given) not recorded | {ARCH_NOTE[anote]}"),
             stk("torchtitan", None, "sdpa",
                 "torchtitan + FSDP2 + torch.compile (both bf16 and float8); float8 = torchao tensorwise scaling on "
-                "linear layers + float8 all-gather; attention in bf16 SDPA; IBM deterministic data loader"),
+                "linear layers + float8 all-gather; attention in bf16 SDPA; IBM deterministic data loader", compiled=True),
             f"{F8_LOC}, row {mname}, {'wps (bf16)' if prec == 'bf16' else 'wps (float8)'}",
             sweep="pt-f8fsdp2-h100-512"))
 

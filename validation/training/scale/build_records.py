@@ -55,8 +55,18 @@ IEVO_ARCH = ("arch: configs/7B_sft.py (SEQ_LEN 2048, HIDDEN_SIZE 4096, NUM_ATTEN
              "MHA (no KV-head option in the 7B config); untied: InternEvo's InternLM model has separate embedding and head modules")
 IEVO_HW = ("hardware per doc: nvidia_a100-sxm4-80gb, 2TB host memory, inter-machine 4 x 100Gb RoCE, 128-core Xeon; "
            "8 GPUs per node per the doc's zero1=8 'within 8 GPUs in a single node'")
-IEVO_STACK_V = "InternEvo (InternLM) doc rev 34fc28d760282c11a2aba552d5b21ffefed3e188 (2024-01-25); tests ran on v0.2.x (memory section cites tag v0.2.1dev20231121)"
+IEVO_STACK_V = ("InternEvo (InternLM) doc rev 34fc28d760282c11a2aba552d5b21ffefed3e188 (2024-01-25); the throughput and FLOPS "
+                "tables are unchanged since InternLM c18bec9 (2023-07-08), so they were measured on the July-2023 code; only "
+                "the later memory section cites tag v0.2.1dev20231121")
 GPUS = [8, 16, 32, 64, 128, 256, 512, 1024]
+# Which FlashAttention: the tables date from InternLM's first commits (fa7337b 2023-07-06, fixed in c18bec9 2023-07-08;
+# unchanged since but for whitespace), before FlashAttention-2 was released (v2.0.0, 2023-07-17). At c18bec9 the repo
+# pins third_party/flash-attention at d2f4324f (v1.0.8-3) and doc/en/install.md says 'Install flash-attention (version
+# v1.0.5)'; the cited rev 34fc28d still says v1.0.5. So FlashAttention-1 (not modelled: validate skips these records).
+# The doc also says InternEvo 'deeply integrates Flash-Attention, Apex, and other high-performance model operators'.
+IEVO_KERN = ("FlashAttention-1: doc/en/install.md 'Install flash-attention (version v1.0.5)' and the third_party/flash-attention "
+             "submodule at d2f4324f (v1.0.8-3) when these tables were written (2023-07-08, before FlashAttention-2's release); "
+             "fused operators per doc ('deeply integrates Flash-Attention, Apex, and other high-performance model operators')")
 TGS = {
     (1, -1): [4062, 3842, 3752, 3690, 3571, 3209, 2861, 2271],
     (1, 8): [4078, 3939, 3919, 3944, 3928, 3920, 3835, 3625],
@@ -94,7 +104,8 @@ for (tp, z1), vals in TGS.items():
                    f"Optimizer states sharded over {zdesc}. precision: doc's FLOPS test states dtype=torch.bfloat16; this throughput test "
                    "does not restate it (7B config default dtype torch.bfloat16). " + IEVO_ARCH + "; " + IEVO_HW),
             stack={"framework": "other", "version": IEVO_STACK_V, "kernels": "flash-attn",
-                   "notes": "InternEvo Hybrid-ZeRO (zero1 group size as named in the row); Flash-Attention (version not stated) + Apex per doc; TFLOPS not given in this table"},
+                   "notes": "InternEvo Hybrid-ZeRO (zero1 group size as named in the row); Flash-Attention + Apex per doc; TFLOPS not given in this table; " + IEVO_KERN,
+                   "attention": "flash1", "compiled": True},
             sweep=f"ievo-7b-a100-tgs-tp{tp}-zero1{'all' if z1 == -1 else z1}",
             pipeline_split=None,
             source_locator=f"doc/en/train_performance.md line {ROWLINE[(tp, z1)]} (Throughput Measurement table), column {g} GPUs")
@@ -139,7 +150,8 @@ for ck, g, mb, mn, gtok, tgs, tfl, line in FLOPS_ROWS:
                + "pp 1 from configs/7B_sft.py (pipeline size 1; the doc names configurations only by tp and zero1). "
                + IEVO_ARCH + "; " + IEVO_HW),
         stack={"framework": "other", "version": IEVO_STACK_V, "kernels": "flash-attn",
-               "notes": "InternEvo Hybrid-ZeRO, zero1=8; Flash-Attention (version not stated) + Apex per doc"},
+               "notes": "InternEvo Hybrid-ZeRO, zero1=8; Flash-Attention + Apex per doc; " + IEVO_KERN,
+               "attention": "flash1", "compiled": True},
         sweep=f"ievo-7b-a100-flops-{'ckpt' if ck else 'nockpt'}",
         pipeline_split=None,
         source_locator=f"doc/en/train_performance.md line {line} (FLOPS Testing, Activation Ckpt {'TRUE' if ck else 'FALSE'} table)")
@@ -312,7 +324,10 @@ for name, L, hid, H, btok, gb, tps, line, z1, cfg, cfg_mb in FA_ROWS:
         stack={"framework": "other", "version": "flash-attention training scripts, README rev 88173a1aafe8e2796fcfc9433160838138f0dfc1 (2023-01-17)",
                "kernels": "flash-attn1",
                "notes": "PyTorch Lightning + Hydra training code in flash-attention/training; FlashAttention (v1 era) plus fused MLP, "
-                        "fused dropout-add-LayerNorm, fused cross-entropy; apex AdamW"},
+                        "fused dropout-add-LayerNorm, fused cross-entropy; apex AdamW (README rev 2023-01-17, before "
+                        "FlashAttention-2; README: 'optimized implementations of other layers (e.g., MLP, LayerNorm, "
+                        "cross-entropy loss, rotary embedding)')",
+               "attention": "flash1", "compiled": True},
         sweep="fa-train-readme-gpt3-8xa100",
         pipeline_split=None,
         source_locator=f"training/README.md line {line} (table under 'We include here more details on the training speed with FlashAttention on 8 x A100 80GB')")
@@ -345,7 +360,8 @@ for vms, tfl in [(1, 492), (2, 422), (4, 407), (8, 409), (16, 375)]:
                "MaxText/configs/models/llama2-7b.yml (emb 4096, 32 q/kv heads, mlp 11008, 32 layers, head_dim 128, silu+linear, "
                "vocab 32000, logits_via_embedding False). A3 = GCP a3-highgpu-8g (8 x H100 80GB SXM per VM, GPUDirect-TCPX networking)."),
         stack={"framework": "maxtext", "version": "AI-Hypercomputer/maxtext@efb6d9e4a2856198f8272dcbfb7d9c91eda0728e (2024-04-12)",
-               "kernels": "cudnn", "notes": "JAX/XLA; attention=cudnn_flash_te (Transformer Engine cuDNN fused attention); XLA latency-hiding scheduler flags in run scripts"},
+               "kernels": "cudnn", "notes": "JAX/XLA; attention=cudnn_flash_te (Transformer Engine cuDNN fused attention); XLA latency-hiding scheduler flags in run scripts",
+               "attention": "flash", "compiled": True},
         sweep="maxtext-a3-llama2-7b",
         pipeline_split=None,
         source_locator=f"MaxText/configs/a3/llama_2_7b/README.md, Llama2-7B table row '{vms}x A3 (h100-80gb-8)'")
@@ -480,7 +496,11 @@ for sid, name, L, hid, H, s, g, mb, tfl, line, text in DSAZ:
                "micro-batch sweep (figures): the best configuration's throughput, each point a steady-state measurement of its "
                "configuration, not a production run."),
         stack={"framework": "megatron-deepspeed", "version": "DeepSpeed 0.6.2 + Megatron-DeepSpeed (2022)", "kernels": None,
-               "notes": "ZeRO-3 (fully sharded) with CPU offload of optimizer state/activation checkpoints; fp16 per linked recipe"},
+               "notes": "ZeRO-3 (fully sharded) with CPU offload of optimizer state/activation checkpoints; fp16 per linked recipe; "
+                        "attention unfused: the linked recipe's Megatron-DeepSpeed (examples/azure, 62bc4562, 2022-07-11) "
+                        "computes it in ParallelAttention as baddbmm QK^T -> FusedScaleMaskSoftmax -> bmm PV (the s x s "
+                        "scores in memory) and has no flash-attention option; blog Table 1: PyTorch 1.10.2 (no SDPA)",
+               "attention": "unfused"},
         sweep="deepspeed-azure-2022",
         pipeline_split=None,
         source_locator=f"docs/_posts/2022-07-26-deepspeed-azure.md line {line} (Performance Evaluation section); model dims from Table 2 in the same post")
@@ -496,6 +516,7 @@ FA2_T1 = {  # (model, seq): (baseline without FlashAttention, FlashAttention, Fl
 FA2_DIMS = {"1.3B": (24, 2048, 16), "2.7B": (32, 2560, 20)}
 FA2_KERN = [("noflash", "pytorch-attention", "standard attention (no FlashAttention), the paper's baseline"),
             ("fa1", "flash-attn1", "FlashAttention (v1)"), ("fa2", "flash-attn2", "FlashAttention-2")]
+FA2_ATTN = {"noflash": "unfused", "fa1": "flash1", "fa2": "flash2"}  # Table 1's columns (stack.attention)
 for (mname, s_len), vals in FA2_T1.items():
     L, hid, H = FA2_DIMS[mname]
     for (ktag, kern, kdesc), v in zip(FA2_KERN, vals):
@@ -524,7 +545,8 @@ for (mname, s_len), vals in FA2_T1.items():
                    "the repo's 2.7B 8k config uses 32 heads (head dim 80), and the paper names neither heads nor batch; the "
                    "baseline's attention implementation and recompute are not described beyond 'without FlashAttention'."),
             stack={"framework": "other", "version": "flash-attention training scripts (PyTorch Lightning + Hydra), mid-2023",
-                   "kernels": kern, "notes": f"{kdesc}; fused MLP / dropout-add-LayerNorm / cross-entropy from the same repo"},
+                   "kernels": kern, "notes": f"{kdesc}; fused MLP / dropout-add-LayerNorm / cross-entropy from the same repo",
+                   "attention": FA2_ATTN[ktag]},
             sweep=f"fa2-t1-gpt3-{mname.lower().replace('.', 'p')}-8xa100",
             pipeline_split=None,
             source_locator=(f"arXiv 2307.08691 Table 1, row 'GPT3-{mname} {s_len // 1024}k context', column '{kdesc}' (read in stored "
@@ -594,7 +616,11 @@ add(id="llama1-65b-2048-a100",
            "released LLaMA-65B config (SentencePiece 32K vocab per the paper)."),
     stack={"framework": "other", "version": "Meta internal (2022-23), PyTorch + xformers", "kernels": "xformers",
            "notes": "manual backward for transformer layers, activation checkpointing of cheap activations, TP + SP, "
-                    "overlap of activation computation with all_reduce"},
+                    "overlap of activation computation with all_reduce; attention: 'an efficient implementation of "
+                    "the causal multi-head attention ... available in the xformers library ... inspired by Rabe and "
+                    "Staats (2021) and uses the backward from Dao et al. (2022)', i.e. FlashAttention-1's backward "
+                    "(2022-23, before FlashAttention-2): recorded as flash1, not modelled",
+           "attention": "flash1"},
     sweep=None, pipeline_split=None,
     source_locator=("arXiv 2302.13971 Sec 2.4 'Efficient implementation' and Table 2 (read in stored transcriptions: "
                     "find_string id 24074655750 for the verbatim paragraph, id 365561555 for Table 2)"))
