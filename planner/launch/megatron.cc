@@ -234,11 +234,6 @@ void check_megatron_moe(const LaunchRequest& r, RuleSink& sink) {
   const ParallelPlan& p = r.plan;
   const ModelSpec& m = r.model;
   if (!m.moe) return;
-  if (p.overlap_moe_comm && p.precision == Precision::kFp8)
-    sink.refuse("overlap-moe-comm",
-                "Megatron-LM overlaps expert-parallel communication only in bf16 or fp16 "
-                "(overlap_moe_expert_parallel_comm asserts bf16 or fp16)",
-                "use --precision bf16, or leave --overlap-moe-comm out");
   if (p.overlap_moe_comm && m.mtp_layers > 1)
     sink.refuse("overlap-moe-comm",
                 "Megatron-LM overlaps expert-parallel communication with at most one "
