@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "core/units.h"
 
@@ -69,14 +70,20 @@ KernelChain router_kernels(const ModelSpec& m, double tokens, double a, bool fus
   // back; softmax: softmax to fp32, cast back), the expert bias, the group-limited top-k (top
   // scores per group, the group mask built and applied), the top-k, the probabilities scattered
   // into zeros, the routing map (zeros, to int, scatter, to bool).
-  std::vector<double> fwd =
-      sigmoid ? std::vector<double>{a + f, 2 * f, f + a} : std::vector<double>{a + f, f + a};
-  if (e.router.expert_bias) fwd.push_back(2 * a);
-  if (e.router.groups > 0) fwd.insert(fwd.end(), {a, 1, 2 * a + 1});
-  fwd.insert(fwd.end(), {a, a, 2 * a, a, a + 4, 8, 4 + 1});
+  std::vector<double> fwd;
+  auto kernels = [&](std::initializer_list<double> bytes) {
+    for (const double b : bytes) fwd.push_back(b);
+  };
+  if (sigmoid)
+    kernels({a + f, 2 * f, f + a});
+  else
+    kernels({a + f, f + a});
+  if (e.router.expert_bias) kernels({2 * a});
+  if (e.router.groups > 0) kernels({a, 1, 2 * a + 1});
+  kernels({a, a, 2 * a, a, a + 4, 8, 4 + 1});
   // compute_routing_scores_for_aux_loss: the score again (sigmoid normalised by its sum), top-k,
   // the map (zeros, int, scatter, bool); the loss sums the scores over tokens.
-  fwd.insert(fwd.end(), {a + f, f, 2 * f, f, a, a + 4, 8, 4 + 1, f});
+  kernels({a + f, f, 2 * f, f, a, a + 4, 8, 4 + 1, f});
   // Backward: the probabilities' scatter (a gather), the score's chain back to the logits (fp32
   // gradient, activation derivative, cast), the aux-loss scores' chain, and their sum.
   std::vector<double> bwd = {2 * a, a + f, 3 * f, f + a, 2 * f, 3 * f, f + a, 3 * a};
