@@ -105,14 +105,7 @@ void add_plan_command(CLI::App& app, int* exit_code) {
     const std::vector<ErrorBar> bars =
         plan_error_bars(result, req->request.model, req->request.cluster.hw);
     if (o->format == "json") {
-      Json j = plan_search_json(result, opt);
-      for (size_t i = 0; i < bars.size() && i < j["plans"].size(); ++i)
-        if (bars[i].known())
-          j["plans"][i]["error_bar"] = {{"throughput_lo", bars[i].lo},
-                                        {"throughput_hi", bars[i].hi},
-                                        {"runs", bars[i].n},
-                                        {"basis", bars[i].basis}};
-      j["within_error_bar_of_winner"] = within_winners_bar(result, bars);
+      Json j = plan_search_json(result, opt, &bars);
       if (launch && *launch) j["launch"] = {{"target", o->emit}, {"text", launch->value()}};
       std::cout << j.dump(2) << "\n";
     } else {

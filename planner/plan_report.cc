@@ -132,10 +132,12 @@ std::string format_plan_table(const SearchResult& s, const SearchOptions& opt) {
   return out;
 }
 
-Json plan_search_json(const SearchResult& s, const SearchOptions& opt) {
+Json plan_search_json(const SearchResult& s, const SearchOptions& opt,
+                      const std::vector<ErrorBar>* bars) {
   Json plans = Json::array();
-  for (const RankedPlan& p : s.top) {
-    Json j = to_json(p.report);
+  for (size_t i = 0; i < s.top.size(); ++i) {
+    const RankedPlan& p = s.top[i];
+    Json j = to_json(p.report, bars && i < bars->size() ? &(*bars)[i] : nullptr);
     j["layout"] = layout_label(p.report.plan);
     j["objective_value"] = p.objective_value;
     j["biggest_exposed_cost"] = to_string(biggest_exposed_cost(p.report));
@@ -151,17 +153,19 @@ Json plan_search_json(const SearchResult& s, const SearchOptions& opt) {
   Json pruned = Json::array();
   for (const PruneCount& c : s.stats.pruned)
     pruned.push_back({{"rule", c.rule}, {"count", c.count}});
-  return {{"objective", to_string(opt.objective)},
-          {"plans", plans},
-          {"search",
-           {{"layouts_considered", s.stats.layouts_considered},
-            {"layouts_kept", s.stats.layouts_kept},
-            {"candidates", s.stats.candidates},
-            {"bounded", s.stats.bounded},
-            {"simulated", s.stats.simulated},
-            {"equivalent", s.stats.equivalent},
-            {"gpu_counts", s.stats.gpu_counts},
-            {"pruned", pruned}}}};
+  Json out = {{"objective", to_string(opt.objective)},
+              {"plans", plans},
+              {"search",
+               {{"layouts_considered", s.stats.layouts_considered},
+                {"layouts_kept", s.stats.layouts_kept},
+                {"candidates", s.stats.candidates},
+                {"bounded", s.stats.bounded},
+                {"simulated", s.stats.simulated},
+                {"equivalent", s.stats.equivalent},
+                {"gpu_counts", s.stats.gpu_counts},
+                {"pruned", pruned}}}};
+  if (bars) out["within_error_bar_of_winner"] = within_winners_bar(s, *bars);
+  return out;
 }
 
 std::vector<ErrorBar> plan_error_bars(const SearchResult& s, const ModelSpec& m,

@@ -23,7 +23,10 @@ CostCategory biggest_exposed_cost(const StepReport& r);
 std::string frameworks_text(const std::vector<LaunchTarget>& f);
 
 std::string format_plan_table(const SearchResult& s, const SearchOptions& opt);
-Json plan_search_json(const SearchResult& s, const SearchOptions& opt);
+/// With `bars` (plan_error_bars), each plan carries its error bar as `simulate` prints it, and
+/// "within_error_bar_of_winner" lists the ranks that fall inside the winner's.
+Json plan_search_json(const SearchResult& s, const SearchOptions& opt,
+                      const std::vector<ErrorBar>* bars = nullptr);
 /// Each ranked plan's error bar (prediction_bar, the stack of the first framework that runs it).
 std::vector<ErrorBar> plan_error_bars(const SearchResult& s, const ModelSpec& m,
                                       const HwProfile& hw);

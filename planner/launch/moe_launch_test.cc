@@ -85,8 +85,9 @@ TEST(MoeLaunch, ExpertParallelOverlapNeedsInterleaving) {
   r.plan.overlap_moe_comm = true;
   auto plain = emit_launch(LaunchTarget::kMegatron, r);
   ASSERT_FALSE(plain.ok());
-  EXPECT_TRUE(has(plain.error_text(), "plan/overlap/moe_comm: overlapping expert-parallel "
-                                      "communication needs pp=1 or the interleaved schedule"))
+  EXPECT_TRUE(has(plain.error_text(),
+                  "plan/overlap/moe_comm: overlapping expert-parallel "
+                  "communication needs pp=1 or the interleaved schedule"))
       << plain.error_text();
   r.plan.schedule = ScheduleKind::kInterleaved1F1B;
   r.plan.vpp = 3;
